@@ -1,0 +1,3 @@
+from decide.cli import main
+
+main()

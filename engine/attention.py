@@ -1,0 +1,77 @@
+"""Which keys each query may see, and the attention call.
+
+A forward processes a *window* of `Lw` new positions per row on top of that row's cached prefix
+(`prefix_lens[b]` tokens). Row `b`'s window is `window_lens[b]` tokens long; positions past it are
+padding that nothing attends to. Keys live at absolute positions `0 .. prefix_lens[b] + Lw`.
+
+- Bidirectional families: query i sees every valid key (prefix + valid window).
+- Block-causal families: query at absolute position p sees valid keys at positions q with
+  `q // block_size <= p // block_size` (its own block both ways, earlier blocks, never later ones).
+
+When every query of a row sees exactly the keys `[0, prefix + window)` (bidirectional families, or a
+block-causal window that fits inside one model block), attention goes through
+`decide.kernels.block_attention`; otherwise an explicit boolean mask is built and SDPA is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    prefix_lens: torch.Tensor  # [B] committed tokens per row
+    window_lens: torch.Tensor  # [B] valid window tokens per row
+    positions: torch.Tensor  # [B, Lw] absolute positions of the window
+    span: int  # keys to read from the cache: max(prefix_lens) + Lw
+    mask: torch.Tensor | None  # [B, 1, Lw, span] bool (True = attend), None on the fast path
+
+
+def plan_attention(
+    prefix_lens: torch.Tensor,
+    window_lens: torch.Tensor,
+    window: int,
+    block_size: int | None,
+) -> AttentionPlan:
+    """Masking for one forward. `block_size` None means bidirectional."""
+    device = prefix_lens.device
+    offsets = torch.arange(window, device=device)
+    positions = prefix_lens[:, None] + offsets  # [B, Lw]
+    span = int(prefix_lens.max().item()) + window
+    if block_size is None or window <= block_size:
+        # Bidirectional, or block-causal with the window inside one (aligned) model block.
+        return AttentionPlan(prefix_lens, window_lens, positions, span, None)
+    keys = torch.arange(span, device=device)  # [S]
+    valid = keys[None, :] < (prefix_lens + window_lens)[:, None]  # [B, S]
+    causal = (keys[None, None, :] // block_size) <= (positions[:, :, None] // block_size)
+    mask = (valid[:, None, :] & causal)[:, None]  # [B, 1, Lw, S]
+    return AttentionPlan(prefix_lens, window_lens, positions, span, mask)
+
+
+def block_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    block_lens: torch.Tensor,
+) -> torch.Tensor:
+    # Interim reference until decide.kernels.block_attention lands.
+    span = k.shape[2]
+    keys = torch.arange(span, device=q.device)
+    valid = keys[None, :] < (prefix_lens + block_lens)[:, None]  # [B, S]
+    mask = valid[:, None, None, :]  # [B, 1, 1, S]
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1]
+    )
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
+    """Attention of window queries `[B, Hq, Lw, D]` over keys/values `[B, Hkv, span, D]`."""
+    if plan.mask is None:
+        return block_attention(q, k, v, plan.prefix_lens, plan.window_lens)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=plan.mask, enable_gqa=q.shape[1] != k.shape[1]
+    )

@@ -1,0 +1,95 @@
+"""Key/value cache with a committed length per row, for ragged batches.
+
+Layout per layer: `k`, `v` `[B, Hkv, capacity, D]`. Row `b` holds its committed tokens at positions
+`[0, lengths[b])`. A forward writes its window's keys and values right after them, at
+`[lengths[b], lengths[b] + window)`, and attends to them there; only `commit` makes them part of the
+prefix, by advancing `lengths`. So a block can be recomputed any number of times over the same
+clean prefix, and committing a decided block costs nothing beyond the forward that wrote it.
+
+Buffers are zero-initialised rather than `empty`: masked keys still enter the attention product
+(with weight 0), and garbage NaNs there would poison every output.
+
+`last_hidden` serves families whose logits are shifted by one: the final hidden state of each row's
+last committed position predicts the first token of the next window.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCache:
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        batch_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        hidden_size: int,
+        capacity: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
+        shape = (batch_size, num_kv_heads, max(capacity, 1), head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
+        self.last_hidden = torch.zeros(batch_size, hidden_size, dtype=dtype, device=device)
+        self.has_last = torch.zeros(batch_size, dtype=torch.bool, device=device)  # [B]
+
+    @property
+    def batch_size(self) -> int:
+        return self.lengths.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].shape[2] if self.k else 0
+
+    def reserve(self, needed: int) -> None:
+        """Grow every layer's buffers to hold at least `needed` positions (doubling)."""
+        if needed <= self.capacity:
+            return
+        new_cap = max(needed, 2 * self.capacity)
+        for buffers in (self.k, self.v):
+            for i, old in enumerate(buffers):
+                grown = old.new_zeros(*old.shape[:2], new_cap, old.shape[3])
+                grown[:, :, : old.shape[2]] = old
+                buffers[i] = grown
+
+    def write(
+        self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, span: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store a window's keys/values `[B, Hkv, Lw, D]` after each row's committed prefix and
+        return the layer's keys and values `[B, Hkv, span, D]` for attention."""
+        b, h, lw, d = k_new.shape
+        positions = self.lengths[:, None] + torch.arange(lw, device=k_new.device)  # [B, Lw]
+        index = positions[:, None, :, None].expand(b, h, lw, d)
+        self.k[layer].scatter_(2, index, k_new)
+        self.v[layer].scatter_(2, index, v_new)
+        return self.k[layer][:, :, :span], self.v[layer][:, :, :span]
+
+    def commit(self, counts: torch.Tensor, hidden: torch.Tensor | None = None) -> None:
+        """Make the first `counts[b]` window positions of each row part of its prefix.
+
+        `hidden` `[B, Lw, H]` (the window's final hidden states) records, for rows that commit
+        anything, the hidden state of their new last position.
+        """
+        counts = counts.to(self.lengths.device)
+        if hidden is not None:
+            rows = torch.nonzero(counts > 0).flatten()
+            if rows.numel():
+                self.last_hidden[rows] = hidden[rows, counts[rows] - 1].to(self.last_hidden.dtype)
+                self.has_last[rows] = True
+        self.lengths += counts
+
+    def select(self, rows: torch.Tensor) -> KVCache:
+        """A cache holding only `rows` (e.g. the documents still being decided)."""
+        rows = rows.to(self.lengths.device)
+        out = KVCache.__new__(KVCache)
+        out.k = [t.index_select(0, rows) for t in self.k]
+        out.v = [t.index_select(0, rows) for t in self.v]
+        out.lengths = self.lengths.index_select(0, rows)
+        out.last_hidden = self.last_hidden.index_select(0, rows)
+        out.has_last = self.has_last.index_select(0, rows)
+        return out

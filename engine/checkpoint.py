@@ -1,0 +1,161 @@
+"""Reading weights from a model directory: safetensors only, single file or sharded.
+
+Files are opened with `safetensors.safe_open`, which memory-maps them and reads one tensor at a
+time, so peak memory is about one copy of the model in the requested dtype. Pickle-based formats
+(`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`) are never opened: unpickling runs arbitrary code.
+Every error names the file and, where there is one, the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from .errors import ModelLoadError
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+
+
+def weight_files(model_dir: Path) -> list[Path]:
+    """The safetensors files holding the model's weights, in a stable order.
+
+    Uses `model.safetensors.index.json` when present (sharded checkpoints), else
+    `model.safetensors`, else the directory's only `*.safetensors` file.
+    """
+    index = model_dir / INDEX_NAME
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ModelLoadError(f"{index}: not a safetensors index ({exc})") from exc
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ModelLoadError(f"{index}: `weight_map` must be a non-empty object")
+        files = sorted({str(v) for v in weight_map.values()})
+        paths = []
+        for name in files:
+            path = (model_dir / name).resolve()
+            if path.parent != model_dir.resolve():
+                raise ModelLoadError(f"{index}: shard {name!r} lies outside the model directory")
+            if not path.is_file():
+                raise ModelLoadError(f"{index}: shard file {name!r} is missing")
+            paths.append(path)
+        return paths
+    if (model_dir / SINGLE_NAME).is_file():
+        return [model_dir / SINGLE_NAME]
+    found = sorted(model_dir.glob("*.safetensors"))
+    if len(found) == 1:
+        return found
+    pickles = sorted(p.name for p in model_dir.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        raise ModelLoadError(
+            f"{model_dir}: only pickled weights found ({', '.join(pickles)}); decide loads "
+            "safetensors only, because unpickling runs code. Convert them with "
+            "`safetensors.torch.save_file` in a trusted environment."
+        )
+    if len(found) > 1:
+        raise ModelLoadError(
+            f"{model_dir}: {len(found)} *.safetensors files but no {INDEX_NAME} to say which "
+            "tensor is where"
+        )
+    raise ModelLoadError(f"{model_dir}: no weights (expected {SINGLE_NAME} or {INDEX_NAME})")
+
+
+class TensorSource:
+    """Name → tensor access over every shard of a checkpoint."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self._handles = {}
+        self._where: dict[str, Path] = {}
+        for path in files:
+            try:
+                handle = safe_open(str(path), framework="pt")
+            except (SafetensorError, OSError) as exc:
+                raise ModelLoadError(f"{path}: not a readable safetensors file ({exc})") from exc
+            self._handles[path] = handle
+            for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
+                if name in self._where:
+                    raise ModelLoadError(
+                        f"tensor {name!r} appears in both {self._where[name].name} and {path.name}"
+                    )
+                self._where[name] = path
+
+    def names(self) -> set[str]:
+        return set(self._where)
+
+    def file_of(self, name: str) -> Path:
+        return self._where[name]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._handles[self._where[name]].get_slice(name).get_shape())
+
+    def stored_dtype(self, name: str) -> str:
+        """The dtype as written in the file header (e.g. "BF16")."""
+        return self._handles[self._where[name]].get_slice(name).get_dtype()
+
+    def get(self, name: str, dtype: torch.dtype) -> torch.Tensor:
+        tensor = self._handles[self._where[name]].get_tensor(name)
+        if not tensor.dtype.is_floating_point:
+            raise ModelLoadError(
+                f"{self._where[name].name}: tensor {name!r} has dtype {tensor.dtype}, "
+                "expected floating point weights"
+            )
+        return tensor.to(dtype)
+
+
+def read_weights(
+    model_dir: Path,
+    names: Mapping[str, str],
+    shapes: Mapping[str, tuple[int, ...]],
+    dtype: torch.dtype,
+    ignore: Callable[[str], bool] = lambda name: False,
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield `(engine_name, tensor)` for every checkpoint tensor in `names`.
+
+    `names` maps checkpoint names to engine names; `shapes` gives the expected shape per engine
+    name. Missing, misshapen and unexpected tensors (those `ignore` does not excuse) are errors that
+    name the tensor and file.
+    """
+    source = TensorSource(weight_files(model_dir))
+    present = source.names()
+    missing = sorted(set(names) - present)
+    if missing:
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        raise ModelLoadError(
+            f"{model_dir}: checkpoint lacks tensor(s) {', '.join(missing[:5])}{more}"
+        )
+    unexpected = sorted(n for n in present - set(names) if not ignore(n))
+    if unexpected:
+        more = f" (and {len(unexpected) - 5} more)" if len(unexpected) > 5 else ""
+        raise ModelLoadError(
+            f"{model_dir}: unexpected tensor(s) {', '.join(unexpected[:5])}{more} in "
+            f"{source.file_of(unexpected[0]).name}; the config does not describe them"
+        )
+    for src, dst in names.items():
+        got, want = source.shape(src), shapes[dst]
+        if got != tuple(want):
+            raise ModelLoadError(
+                f"{source.file_of(src).name}: tensor {src!r} has shape {list(got)}, the config "
+                f"implies {list(want)}"
+            )
+        yield dst, source.get(src, dtype)
+
+
+def describe_weights(model_dir: Path) -> tuple[int, dict[str, int], list[Path]]:
+    """Parameter count, parameters per stored dtype, and files: read from headers only."""
+    files = weight_files(model_dir)
+    source = TensorSource(files)
+    count, by_dtype = 0, {}
+    for name in source.names():
+        numel = 1
+        for dim in source.shape(name):
+            numel *= dim
+        count += numel
+        stored = source.stored_dtype(name)
+        by_dtype[stored] = by_dtype.get(stored, 0) + numel
+    return count, by_dtype, files

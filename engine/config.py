@@ -1,0 +1,73 @@
+"""The engine's model configuration: one frozen dataclass that every family parses into.
+
+A family (`families.py`) reads its own `config.json` field names and produces a `ModelConfig`; the
+layers and the model read only this object. Fields describe the decoder-only transformer all four
+supported families share (RMSNorm, RoPE, GQA attention, SwiGLU MLP) plus the two properties that
+differ at inference time: how attention is masked and whether logits are shifted by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+AttentionKind = Literal["bidirectional", "block_causal"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    family: str  # the engine family ("llada", "dream", "sdar", "fast_dllm")
+    model_type: str  # config.json `model_type`, as written by the checkpoint
+    vocab_size: int  # tokenizer vocabulary (config `vocab_size`)
+    embedding_size: int  # rows of the embedding / logits width (>= vocab_size when padded)
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rope_theta: float
+    rms_norm_eps: float
+    max_position_embeddings: int
+    attention_bias: bool  # bias on q/k/v projections
+    output_bias: bool  # bias on the attention output projection
+    mlp_bias: bool
+    qk_norm: bool  # per-head RMSNorm on q and k before RoPE (Qwen3)
+    tie_word_embeddings: bool
+    attention: AttentionKind
+    block_size: int | None  # block length of block-causal families, None for bidirectional ones
+    logits_shift: bool  # True: the output at position i predicts token i+1
+    mask_token_id: int
+    mask_token_source: str  # where the mask id came from (config field, tokenizer, family default)
+
+    def __post_init__(self) -> None:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.attention == "block_causal" and not self.block_size:
+            raise ValueError("a block-causal model needs a positive block_size")
+        if not 0 <= self.mask_token_id < self.embedding_size:
+            raise ValueError(
+                f"mask token id {self.mask_token_id} ({self.mask_token_source}) is outside the "
+                f"model's {self.embedding_size} embedding rows"
+            )
+
+    def parameter_count(self) -> int:
+        """Number of parameters, counting a tied head once."""
+        h, i, v = self.hidden_size, self.intermediate_size, self.embedding_size
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        attn = h * q + 2 * h * kv + q * h
+        if self.attention_bias:
+            attn += q + 2 * kv
+        if self.output_bias:
+            attn += h
+        if self.qk_norm:
+            attn += 2 * self.head_dim
+        mlp = 3 * h * i + (2 * i + h if self.mlp_bias else 0)
+        layer = attn + mlp + 2 * h
+        head = 0 if self.tie_word_embeddings else v * h
+        return v * h + self.num_layers * layer + h + head

@@ -1,0 +1,248 @@
+"""Model families: how each supported `config.json` maps onto the engine's one architecture.
+
+A family knows its checkpoints' config field names, their weight names, where their mask token id
+lives and how they run at inference (bidirectional or block-causal attention, shifted logits). It
+turns a raw config dict into a `ModelConfig` and gives, for that config, the exact set of tensors a
+checkpoint must hold (checkpoint name → engine parameter name). Nothing here touches tensors.
+
+| model_type       | family    | base                 | attention     | logits      | mask default |
+|------------------|-----------|----------------------|---------------|-------------|--------------|
+| `llada`          | llada     | LLaMA, own names     | bidirectional | unshifted   | 126336       |
+| `Dream`          | dream     | Qwen2 (QKV bias)     | bidirectional | shifted     | 151666       |
+| `sdar`           | sdar      | Qwen3 (q/k norm)     | block-causal  | unshifted   | 151669       |
+| `Fast_dLLM_Qwen` | fast_dllm | Qwen2.5 (QKV bias)   | block-causal  | shifted     | 151665       |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ModelLoadError
+
+RawConfig = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    model_types: tuple[str, ...]
+    attention: str  # "bidirectional" | "block_causal"
+    logits_shift: bool
+    default_mask_token_id: int | None
+    default_block_size: int | None
+    parse: Callable[[RawConfig], dict[str, Any]]  # raw config -> ModelConfig fields (no mask id)
+    weight_names: Callable[[dict[str, Any]], dict[str, str]]  # fields -> {checkpoint: engine}
+
+
+def _field(raw: RawConfig, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    """Read one config field with its type checked; the message names the field."""
+    if name not in raw or raw[name] is None:
+        if default is ...:
+            raise ModelLoadError(f"config.json: required field `{name}` is missing")
+        return default
+    value = raw[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # bool is an int subclass; an int field given `true` is a broken config, not the number 1.
+    if isinstance(value, bool) and bool not in kinds:
+        raise ModelLoadError(f"config.json: field `{name}` must be {kinds}, got {value!r}")
+    if not isinstance(value, kinds):
+        if float in kinds and isinstance(value, int):
+            return float(value)
+        raise ModelLoadError(f"config.json: field `{name}` must be {kinds}, got {value!r}")
+    return value
+
+
+def _refuse(raw: RawConfig, name: str, allowed: Callable[[Any], bool], why: str) -> None:
+    if name in raw and not allowed(raw[name]):
+        raise ModelLoadError(f"config.json: `{name}` = {raw[name]!r} is not supported ({why})")
+
+
+def _positive(fields: dict[str, Any]) -> dict[str, Any]:
+    for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads"):
+        if fields[key] <= 0:
+            raise ModelLoadError(f"config.json: `{key}` must be positive, got {fields[key]}")
+    return fields
+
+
+def _parse_qwen(raw: RawConfig, *, qk_norm: bool, default_bias: bool) -> dict[str, Any]:
+    _refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
+    _refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")
+    _refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
+    hidden = _field(raw, "hidden_size", int)
+    heads = _field(raw, "num_attention_heads", int)
+    vocab = _field(raw, "vocab_size", int)
+    return _positive(
+        {
+            "vocab_size": vocab,
+            "embedding_size": vocab,
+            "hidden_size": hidden,
+            "num_layers": _field(raw, "num_hidden_layers", int),
+            "num_heads": heads,
+            "num_kv_heads": _field(raw, "num_key_value_heads", int, heads),
+            "head_dim": _field(raw, "head_dim", int, hidden // heads if heads else 0),
+            "intermediate_size": _field(raw, "intermediate_size", int),
+            "rope_theta": _field(raw, "rope_theta", float, 10000.0),
+            "rms_norm_eps": _field(raw, "rms_norm_eps", float, 1e-6),
+            "max_position_embeddings": _field(raw, "max_position_embeddings", int, 32768),
+            "attention_bias": _field(raw, "attention_bias", bool, default_bias),
+            "output_bias": False,
+            "mlp_bias": False,
+            "qk_norm": qk_norm,
+            "tie_word_embeddings": _field(raw, "tie_word_embeddings", bool, False),
+        }
+    )
+
+
+def _qwen_weights(f: dict[str, Any]) -> dict[str, str]:
+    names = {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight"}
+    if not f["tie_word_embeddings"]:
+        names["lm_head.weight"] = "lm_head.weight"
+    for i in range(f["num_layers"]):
+        src, dst = f"model.layers.{i}.", f"layers.{i}."
+        names[src + "input_layernorm.weight"] = dst + "attn_norm.weight"
+        names[src + "post_attention_layernorm.weight"] = dst + "mlp_norm.weight"
+        for p in ("q", "k", "v", "o"):
+            names[f"{src}self_attn.{p}_proj.weight"] = f"{dst}attn.{p}_proj.weight"
+        if f["attention_bias"]:
+            for p in ("q", "k", "v"):
+                names[f"{src}self_attn.{p}_proj.bias"] = f"{dst}attn.{p}_proj.bias"
+        if f["qk_norm"]:
+            names[src + "self_attn.q_norm.weight"] = dst + "attn.q_norm.weight"
+            names[src + "self_attn.k_norm.weight"] = dst + "attn.k_norm.weight"
+        for p in ("gate", "up", "down"):
+            names[f"{src}mlp.{p}_proj.weight"] = f"{dst}mlp.{p}_proj.weight"
+    return names
+
+
+def _parse_llada(raw: RawConfig) -> dict[str, Any]:
+    # LLaDA reuses OLMo's config; refuse every switch that changes the math we implement.
+    _refuse(raw, "alibi", lambda v: v is False, "ALiBi")
+    _refuse(raw, "rope", lambda v: v is True, "LLaDA without RoPE")
+    _refuse(raw, "block_type", lambda v: v == "llama", "only the llama block")
+    _refuse(raw, "activation_type", lambda v: v == "silu", "only SwiGLU with silu")
+    _refuse(raw, "layer_norm_type", lambda v: v == "rms", "only RMSNorm")
+    _refuse(raw, "include_bias", lambda v: v is False, "bias on every linear layer")
+    _refuse(raw, "attention_layer_norm", lambda v: v is False, "q/k LayerNorm")
+    _refuse(raw, "input_emb_norm", lambda v: v is False, "input embedding norm")
+    _refuse(raw, "scale_logits", lambda v: v is False, "scaled logits")
+    _refuse(raw, "multi_query_attention", lambda v: v in (None, False), "multi-query flag")
+    _refuse(raw, "layer_norm_with_affine", lambda v: v is True, "norms without weights")
+    d_model = _field(raw, "d_model", int)
+    heads = _field(raw, "n_heads", int)
+    vocab = _field(raw, "vocab_size", int)
+    mlp = _field(raw, "mlp_hidden_size", int, None)
+    if mlp is None:
+        mlp = _field(raw, "mlp_ratio", int, 4) * d_model
+    return _positive(
+        {
+            "vocab_size": vocab,
+            "embedding_size": _field(raw, "embedding_size", int, vocab),
+            "hidden_size": d_model,
+            "num_layers": _field(raw, "n_layers", int),
+            "num_heads": heads,
+            "num_kv_heads": _field(raw, "n_kv_heads", int, heads),
+            "head_dim": d_model // heads if heads else 0,
+            "intermediate_size": mlp,
+            "rope_theta": _field(raw, "rope_theta", float, 10000.0),
+            "rms_norm_eps": _field(raw, "rms_norm_eps", float, 1e-5),
+            "max_position_embeddings": _field(raw, "max_sequence_length", int, 4096),
+            "attention_bias": _field(raw, "include_qkv_bias", bool, False),
+            "output_bias": False,
+            "mlp_bias": False,
+            "qk_norm": False,
+            "tie_word_embeddings": _field(raw, "weight_tying", bool, False),
+        }
+    )
+
+
+def _llada_weights(f: dict[str, Any]) -> dict[str, str]:
+    names = {
+        "model.transformer.wte.weight": "embed.weight",
+        "model.transformer.ln_f.weight": "norm.weight",
+    }
+    if not f["tie_word_embeddings"]:
+        names["model.transformer.ff_out.weight"] = "lm_head.weight"
+    own = {
+        "attn_norm.weight": "attn_norm.weight",
+        "ff_norm.weight": "mlp_norm.weight",
+        "q_proj.weight": "attn.q_proj.weight",
+        "k_proj.weight": "attn.k_proj.weight",
+        "v_proj.weight": "attn.v_proj.weight",
+        "attn_out.weight": "attn.o_proj.weight",
+        "ff_proj.weight": "mlp.gate_proj.weight",  # LLaDA applies the activation to ff_proj
+        "up_proj.weight": "mlp.up_proj.weight",
+        "ff_out.weight": "mlp.down_proj.weight",
+    }
+    if f["attention_bias"]:
+        own |= {f"{p}_proj.bias": f"attn.{p}_proj.bias" for p in ("q", "k", "v")}
+    for i in range(f["num_layers"]):
+        for src, dst in own.items():
+            names[f"model.transformer.blocks.{i}.{src}"] = f"layers.{i}.{dst}"
+    return names
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        name="llada",
+        model_types=("llada",),
+        attention="bidirectional",
+        logits_shift=False,
+        default_mask_token_id=126336,
+        default_block_size=None,
+        parse=_parse_llada,
+        weight_names=_llada_weights,
+    ),
+    Family(
+        name="dream",
+        model_types=("Dream",),
+        attention="bidirectional",
+        logits_shift=True,
+        default_mask_token_id=151666,
+        default_block_size=None,
+        parse=lambda raw: _parse_qwen(raw, qk_norm=False, default_bias=True),
+        weight_names=_qwen_weights,
+    ),
+    Family(
+        name="sdar",
+        model_types=("sdar",),
+        attention="block_causal",
+        logits_shift=False,
+        default_mask_token_id=151669,
+        default_block_size=4,
+        parse=lambda raw: _parse_qwen(raw, qk_norm=True, default_bias=False),
+        weight_names=_qwen_weights,
+    ),
+    Family(
+        name="fast_dllm",
+        model_types=("Fast_dLLM_Qwen",),
+        attention="block_causal",
+        logits_shift=True,
+        default_mask_token_id=151665,
+        default_block_size=32,
+        parse=lambda raw: _parse_qwen(raw, qk_norm=False, default_bias=True),
+        weight_names=_qwen_weights,
+    ),
+)
+
+# Config fields that carry the block length, per family (first present wins).
+BLOCK_SIZE_FIELDS: dict[str, tuple[str, ...]] = {
+    "sdar": ("block_size", "block_length"),
+    "fast_dllm": ("bd_size", "block_size"),
+}
+
+
+def supported_model_types() -> list[str]:
+    return [t for f in FAMILIES for t in f.model_types]
+
+
+def family_for(model_type: object) -> Family:
+    """The family of a `model_type`; the error lists what is supported."""
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    raise ModelLoadError(
+        f"config.json: unknown model_type {model_type!r}; supported: "
+        + ", ".join(supported_model_types())
+    )

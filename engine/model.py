@@ -1,0 +1,164 @@
+"""The decoder every supported family runs: embeddings, N × (RMSNorm → GQA attention with RoPE →
+RMSNorm → SwiGLU), final RMSNorm, tied or untied head.
+
+`forward` takes a window of new tokens per row on top of the row's cached prefix and returns final
+hidden states *aligned to prediction*: entry `i` holds the state whose logits predict the token at
+window position `i`. For families trained with shifted logits (Dream, Fast-dLLM v2) that is the
+state one position earlier; window position 0 then takes the cached state of the row's last
+committed token (and predicts nothing, as zeros, when the row has no prefix). Callers compute
+logits only where they need them with `logits()`, so a step over a 150k vocabulary does not
+materialise `[B, L, V]`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import AttentionPlan, attend, plan_attention
+from .cache import KVCache
+from .config import ModelConfig
+from .layers import RMSNorm, SwiGLU, apply_rope, rope_cos_sin
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        q, kv = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, q, bias=c.attention_bias)
+        self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+        self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+        self.o_proj = nn.Linear(q, c.hidden_size, bias=c.output_bias)
+        self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if c.qk_norm else None
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B, Lw, H]
+        cos: torch.Tensor,  # [B, Lw, D]
+        sin: torch.Tensor,
+        cache: KVCache,
+        layer: int,
+        plan: AttentionPlan,
+    ) -> torch.Tensor:
+        b, lw, _ = x.shape
+        q = self.q_proj(x).view(b, lw, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(b, lw, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(b, lw, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q.transpose(1, 2), cos, sin)  # [B, Hq, Lw, D]
+        k = apply_rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Lw, D]
+        keys, values = cache.write(layer, k, v.transpose(1, 2), plan.span)  # [B, Hkv, S, D]
+        out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
+        return self.o_proj(out.transpose(1, 2).reshape(b, lw, -1))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.attn = SelfAttention(c)
+        self.mlp_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, c.mlp_bias)
+
+
+class DiffusionLM(nn.Module):
+    """One model of any supported family; see the module docstring for `forward`'s contract."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.embedding_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = (
+            None
+            if config.tie_word_embeddings
+            else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
+        )
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.weight.device
+
+    def new_cache(self, batch_size: int, capacity: int = 0) -> KVCache:
+        c = self.config
+        return KVCache(
+            num_layers=c.num_layers,
+            batch_size=batch_size,
+            num_kv_heads=c.num_kv_heads,
+            head_dim=c.head_dim,
+            hidden_size=c.hidden_size,
+            capacity=capacity,
+            dtype=self.dtype,
+            device=self.device,
+        )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: KVCache,
+        window_lens: torch.Tensor | None = None,
+        commit: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
+        """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
+        `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
+        row or one int, default 0) makes that many leading window tokens part of the prefix."""
+        c = self.config
+        if input_ids.dim() != 2 or input_ids.shape[0] != cache.batch_size:
+            raise ValueError(
+                f"input_ids must be [B, L] with B = cache batch {cache.batch_size}, "
+                f"got {list(input_ids.shape)}"
+            )
+        b, lw = input_ids.shape
+        device = input_ids.device
+        if window_lens is None:
+            window_lens = torch.full((b,), lw, dtype=torch.long, device=device)
+        window_lens = window_lens.to(device=device, dtype=torch.long)
+        if bool(((window_lens < 1) | (window_lens > lw)).any()):
+            raise ValueError(f"window_lens must lie in [1, {lw}], got {window_lens.tolist()}")
+        if commit is None:
+            commit = 0
+        counts = torch.as_tensor(commit, dtype=torch.long, device=device).expand(b).clone()
+        if bool(((counts < 0) | (counts > window_lens)).any()):
+            raise ValueError(
+                f"commit must lie in [0, window_lens], got {counts.tolist()} "
+                f"for window_lens {window_lens.tolist()}"
+            )
+        prefix = cache.lengths
+        if c.attention == "block_causal" and bool((prefix % c.block_size).any()):
+            raise ValueError(
+                f"block-causal model ({c.model_type}, block size {c.block_size}): every row's "
+                f"cached prefix must be whole blocks, got lengths {prefix.tolist()}"
+            )
+        block = c.block_size if c.attention == "block_causal" else None
+        plan = plan_attention(prefix, window_lens, lw, block)
+        cache.reserve(plan.span)
+
+        x = self.embed(input_ids)  # [B, Lw, H]
+        cos, sin = rope_cos_sin(plan.positions, c.head_dim, c.rope_theta, x.dtype)
+        for i, layer in enumerate(self.layers):
+            x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
+            x = x + layer.mlp(layer.mlp_norm(x))
+        hidden = self.norm(x)  # [B, Lw, H]
+
+        aligned = hidden
+        if c.logits_shift:
+            first = torch.where(
+                cache.has_last[:, None], cache.last_hidden, torch.zeros_like(cache.last_hidden)
+            )
+            aligned = torch.cat((first[:, None].to(hidden.dtype), hidden[:, :-1]), dim=1)
+        cache.commit(counts, hidden if c.logits_shift else None)
+        return aligned
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits `[..., embedding_size]` for hidden states `[..., H]`."""
+        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight)

@@ -1,0 +1,194 @@
+"""Random checkpoints in the real on-disk format of each supported family.
+
+Model hubs are out of reach on many machines, yet tests, benchmarks and demos need real model
+directories: real `model_type`, real config field names, real weight names, safetensors (single or
+sharded), a `tokenizers` tokenizer with the special tokens a diffusion model needs, and a chat
+template. `write_random_checkpoint` writes exactly that from random weights, seeded. Norm weights
+are drawn around 1 rather than set to 1 so that a mis-mapped norm changes the logits.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from tokenizers import AddedToken, Tokenizer
+
+from .config import ModelConfig
+from .families import family_for
+from .model import DiffusionLM
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>", "<|mask|>")
+
+
+def _config_json(model_type: str, c: dict[str, Any], vocab: int, rows: int) -> dict[str, Any]:
+    if model_type == "llada":
+        return {
+            "architectures": ["LLaDAModelLM"],
+            "model_type": "llada",
+            "d_model": c["hidden_size"],
+            "n_layers": c["num_layers"],
+            "n_heads": c["num_heads"],
+            "n_kv_heads": c["num_kv_heads"],
+            "mlp_hidden_size": c["intermediate_size"],
+            "mlp_ratio": 4,
+            "vocab_size": vocab,
+            "embedding_size": rows,
+            "rope": True,
+            "rope_theta": c["rope_theta"],
+            "rms_norm_eps": 1e-5,
+            "max_sequence_length": 4096,
+            "weight_tying": c["tie_word_embeddings"],
+            "include_bias": False,
+            "include_qkv_bias": c["attention_bias"],
+            "alibi": False,
+            "block_type": "llama",
+            "activation_type": "silu",
+            "layer_norm_type": "rms",
+            "attention_layer_norm": False,
+            "input_emb_norm": False,
+            "scale_logits": False,
+        }
+    out = {
+        "model_type": model_type,
+        "hidden_size": c["hidden_size"],
+        "num_hidden_layers": c["num_layers"],
+        "num_attention_heads": c["num_heads"],
+        "num_key_value_heads": c["num_kv_heads"],
+        "intermediate_size": c["intermediate_size"],
+        "vocab_size": rows,
+        "rope_theta": c["rope_theta"],
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 4096,
+        "hidden_act": "silu",
+        "tie_word_embeddings": c["tie_word_embeddings"],
+        "rope_scaling": None,
+        "use_sliding_window": False,
+        "torch_dtype": "float32",
+    }
+    if model_type == "sdar":
+        out |= {"architectures": ["SDARForCausalLM"], "head_dim": c["head_dim"]}
+        out |= {"attention_bias": c["attention_bias"], "block_size": c["block_size"]}
+    elif model_type == "Dream":
+        out |= {"architectures": ["DreamModel"]}
+    else:
+        out |= {"architectures": ["Fast_dLLM_QwenForCausalLM"], "bd_size": c["block_size"]}
+    return out
+
+
+def write_random_checkpoint(
+    path: str | Path,
+    model_type: str,
+    *,
+    tokenizer_json: str | Path,
+    num_layers: int = 2,
+    hidden_size: int = 96,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    head_dim: int | None = None,
+    intermediate_size: int = 160,
+    block_size: int = 4,
+    tie_word_embeddings: bool = False,
+    attention_bias: bool | None = None,
+    rope_theta: float = 10000.0,
+    shards: int = 1,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> Path:
+    """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen") to
+    `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
+    `<|im_start|>`, `<|im_end|>`, `<|pad|>` and `<|mask|>`; embedding rows are padded to a
+    multiple of 64 beyond the tokenizer, as real checkpoints do."""
+    family = family_for(model_type)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in SPECIAL_TOKENS])
+    tokenizer.save(str(path / "tokenizer.json"))
+    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+    rows = (vocab + 63) // 64 * 64
+    mask_id = tokenizer.token_to_id("<|mask|>")
+
+    if head_dim is None or model_type != "sdar":
+        head_dim = hidden_size // num_heads
+    if attention_bias is None:
+        attention_bias = model_type in ("Dream", "Fast_dLLM_Qwen")
+    fields = {
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "intermediate_size": intermediate_size,
+        "rope_theta": rope_theta,
+        "tie_word_embeddings": tie_word_embeddings,
+        "attention_bias": attention_bias,
+        "block_size": block_size,
+    }
+    raw = _config_json(model_type, fields, vocab, rows)
+    # The mask id lives where each family's real checkpoints keep it: config for LLaDA and Dream,
+    # the tokenizer's mask token for SDAR and Fast-dLLM v2.
+    if model_type in ("llada", "Dream"):
+        raw["mask_token_id"] = mask_id
+    (path / "config.json").write_text(json.dumps(raw, indent=2))
+    tokenizer_config = {
+        "chat_template": CHATML_TEMPLATE,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|pad|>",
+        "bos_token": None,
+    }
+    if model_type not in ("llada", "Dream"):
+        tokenizer_config["mask_token"] = "<|mask|>"
+    (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+
+    parsed = family.parse(raw)
+    config = ModelConfig(
+        family=family.name,
+        model_type=model_type,
+        attention=family.attention,  # type: ignore[arg-type]
+        logits_shift=family.logits_shift,
+        block_size=block_size if family.attention == "block_causal" else None,
+        mask_token_id=mask_id,
+        mask_token_source="synthetic",
+        **parsed,
+    )
+    generator = torch.Generator().manual_seed(seed)
+    model = DiffusionLM(config)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith("norm.weight"):
+            value = 1.0 + 0.2 * torch.randn(tensor.shape, generator=generator)
+        elif name == "embed.weight":
+            value = torch.randn(tensor.shape, generator=generator)
+        else:
+            value = 0.05 * torch.randn(tensor.shape, generator=generator)
+        state[name] = value.to(dtype)
+    to_checkpoint = {engine: ckpt for ckpt, engine in family.weight_names(parsed).items()}
+    tensors = {to_checkpoint[name]: t.contiguous() for name, t in state.items()}
+
+    names = sorted(tensors)
+    if shards <= 1:
+        save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+        return path
+    weight_map = {}
+    for i in range(shards):
+        shard_name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[i::shards]}
+        save_file(part, str(path / shard_name), metadata={"format": "pt"})
+        weight_map |= dict.fromkeys(part, shard_name)
+    index = {
+        "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())}
+    }
+    index["weight_map"] = weight_map
+    (path / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return path

@@ -1,0 +1,1 @@
+"""Test-only helpers shared across the test folders (importable as `helpers.*`)."""
