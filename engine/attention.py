@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from decide.kernels import block_attention
+
 
 @dataclass(frozen=True)
 class AttentionPlan:
@@ -49,23 +51,6 @@ def plan_attention(
     causal = (keys[None, None, :] // block_size) <= (positions[:, :, None] // block_size)
     mask = (valid[:, None, :] & causal)[:, None]  # [B, 1, Lw, S]
     return AttentionPlan(prefix_lens, window_lens, positions, span, mask)
-
-
-def block_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    prefix_lens: torch.Tensor,
-    block_lens: torch.Tensor,
-) -> torch.Tensor:
-    # Interim reference until decide.kernels.block_attention lands.
-    span = k.shape[2]
-    keys = torch.arange(span, device=q.device)
-    valid = keys[None, :] < (prefix_lens + block_lens)[:, None]  # [B, S]
-    mask = valid[:, None, None, :]  # [B, 1, 1, S]
-    return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1]
-    )
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:

@@ -93,3 +93,40 @@ class KVCache:
         out.last_hidden = self.last_hidden.index_select(0, rows)
         out.has_last = self.has_last.index_select(0, rows)
         return out
+
+    def view(self, rows: int) -> KVCache:
+        """The first `rows` rows, sharing storage: forwards and commits on the view land here.
+
+        Call `reserve` on this cache first; a view cannot grow."""
+        out = KVCache.__new__(KVCache)
+        out.k = [t[:rows] for t in self.k]
+        out.v = [t[:rows] for t in self.v]
+        out.lengths = self.lengths[:rows]
+        out.last_hidden = self.last_hidden[:rows]
+        out.has_last = self.has_last[:rows]
+        return out
+
+    def copy_rows(self, dst: list[int], src: KVCache, src_rows: list[int]) -> None:
+        """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one."""
+        if not dst:
+            return
+        span = int(src.lengths[src_rows].max().item()) if src_rows else 0
+        self.reserve(span)
+        d = torch.tensor(dst, device=self.lengths.device)
+        s = torch.tensor(src_rows, device=self.lengths.device)
+        for mine, theirs in ((self.k, src.k), (self.v, src.v)):
+            for layer in range(len(mine)):
+                mine[layer][d, :, :span] = theirs[layer][s, :, :span]
+        self.lengths[d] = src.lengths[s]
+        self.last_hidden[d] = src.last_hidden[s]
+        self.has_last[d] = src.has_last[s]
+
+    def move_row(self, src: int, dst: int) -> None:
+        """Overwrite row `dst` with row `src` (compaction after a row leaves)."""
+        span = int(self.lengths[src].item())
+        for buffers in (self.k, self.v):
+            for t in buffers:
+                t[dst, :, :span] = t[src, :, :span]
+        self.lengths[dst] = self.lengths[src]
+        self.last_hidden[dst] = self.last_hidden[src]
+        self.has_last[dst] = self.has_last[src]

@@ -102,12 +102,14 @@ def write_random_checkpoint(
     rope_theta: float = 10000.0,
     shards: int = 1,
     seed: int = 0,
+    init_std: float = 0.05,
     dtype: torch.dtype = torch.float32,
 ) -> Path:
     """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen") to
     `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
     `<|im_start|>`, `<|im_end|>`, `<|pad|>` and `<|mask|>`; embedding rows are padded to a
-    multiple of 64 beyond the tokenizer, as real checkpoints do."""
+    multiple of 64 beyond the tokenizer, as real checkpoints do. `init_std` scales the linear
+    layers' weights: larger values make outputs depend more on context."""
     family = family_for(model_type)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -171,7 +173,7 @@ def write_random_checkpoint(
         elif name == "embed.weight":
             value = torch.randn(tensor.shape, generator=generator)
         else:
-            value = 0.05 * torch.randn(tensor.shape, generator=generator)
+            value = init_std * torch.randn(tensor.shape, generator=generator)
         state[name] = value.to(dtype)
     to_checkpoint = {engine: ckpt for ckpt, engine in family.weight_names(parsed).items()}
     tensors = {to_checkpoint[name]: t.contiguous() for name, t in state.items()}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from decide.engine import load_model
 from helpers.oracle import max_rel_error, oracle_logits, oracle_model
+
+from decide.engine import load_model
 
 # Awkward on purpose: odd head dims (24, 20), GQA, tied and untied heads, QKV bias on and off.
 CASES = {

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from decide.engine import ModelLoadError, UnsafeTemplateError, load_model, model_fingerprint
 from safetensors.torch import load_file, save_file
 
 from decide.cli import main
+from decide.engine import ModelLoadError, UnsafeTemplateError, load_model, model_fingerprint
 
 
 @pytest.fixture

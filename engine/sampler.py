@@ -1,0 +1,493 @@
+"""The infilling sampler: decodes many documents' blocks together, continuously batched.
+
+Every step runs one forward per group of rows, scores each still-masked slot position under its
+slot's token mask (`decide.kernels.masked_confidence`: best allowed token and its probability under
+the softmax restricted to allowed tokens), and commits, per row, every item whose confidence reaches
+the threshold, or else the single most confident one, so each step makes progress. An item is one
+position, or, for a finite slot (enum, boolean, small range) whose masked positions all lie in the
+current unit, one whole option scored as the sum of its tokens' masked log-probabilities and
+normalised over the options. Positions of one slot are committed in decreasing confidence; a commit
+the constraint rejects (another commit of the same step made it impossible) waits for the next step.
+
+Rows move through *units*: the whole block for bidirectional families, and the model blocks the
+answer slots fall in for block-causal families (decided left to right, as those models were
+trained). A row's window is `[cached, unit end)`; tokens before its unit's model block are
+committed to the cache by the same forward that reads them; for block-causal families the cache
+is exact. Bidirectional families build their prefix cache once per block from a forward over
+prompt + block and then run only the block (approximate, as Fast-dLLM). With `cache=False` every
+step recomputes everything from a fresh cache (exact for all families, and slow).
+
+New rows and rows whose prefix must be rebuilt go through a *prefill* forward on a fresh cache and
+then join the lanes of the main cache; rows in lanes step together on views of it, and finished rows
+leave by swap-removal, so the lanes stay packed and their cache is never copied wholesale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from decide.kernels import masked_confidence
+
+from .cache import KVCache
+from .constraints import InfeasibleSlot, bitmask_width
+from .model import DiffusionLM
+from .requests import BlockStats, DecodeRequest, DecodeResult, SlotResult
+
+OPTION_LIMIT = 256  # finite slots with more options than this are decided position by position
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    threshold: float = 0.9  # commit every item at least this confident
+    max_steps: int | None = None  # per block; then the rest of each unit is committed greedily
+    temperature: float = 0.0  # 0: greedy; > 0: sample tokens/options, seeded per document
+    cache: bool = True  # reuse the committed prefix's keys/values between steps (see below)
+    batch_size: int = 16  # rows decoded together
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must lie in (0, 1], got {self.threshold}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be ≥ 1, got {self.max_steps}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be ≥ 0, got {self.temperature}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, got {self.batch_size}")
+
+
+class _Row:
+    """Decoding state of one document."""
+
+    def __init__(self, request: DecodeRequest, mask_id: int) -> None:
+        self.request = request
+        self.result = DecodeResult(request=request)
+        self.mask_id = mask_id
+        self.seq: list[int] = list(request.prompt)
+        self.block = -1
+        self.block_start = self.block_end = len(self.seq)
+        self.units: list[tuple[int, int]] = []
+        self.masked: dict[int, tuple[int, int]] = {}  # absolute position -> (slot, offset)
+        self.slot_starts: list[int] = []
+        self.slot_logp: list[float] = []
+        self.cached = 0  # tokens committed to this row's cache
+        self.lane: int | None = None
+        self.rng: torch.Generator | None = None
+
+    @property
+    def stats(self) -> BlockStats:
+        return self.result.stats[self.block]
+
+    @property
+    def unit(self) -> tuple[int, int]:
+        return self.units[0]
+
+    def slots(self):
+        return self.request.blocks[self.block].slots
+
+    def start_block(self, block_size: int | None) -> bool:
+        """Append the next block; False when every block is decided."""
+        if self.block >= 0:
+            self._finish_block()
+        self.block += 1
+        if self.block >= len(self.request.blocks):
+            return False
+        block = self.request.blocks[self.block]
+        self.block_start = len(self.seq)
+        self.seq.extend(block.tokens)
+        self.block_end = len(self.seq)
+        self.masked = {}
+        self.slot_starts = []
+        for i, slot in enumerate(block.slots):
+            start = self.block_start + slot.start
+            self.slot_starts.append(start)
+            for offset in range(slot.constraint.length):
+                self.seq[start + offset] = self.mask_id
+                self.masked[start + offset] = (i, offset)
+        self.slot_logp = [0.0] * len(block.slots)
+        self.result.stats.append(BlockStats(answer_tokens=len(self.masked)))
+        if block_size is None:
+            self.units = [(self.block_start, self.block_end)]
+        else:  # the model blocks holding answer slots, each clipped to this block
+            first = {p // block_size for p in self.masked}
+            self.units = [
+                (max(b * block_size, self.block_start), min((b + 1) * block_size, self.block_end))
+                for b in sorted(first)
+            ]
+        return True
+
+    def _finish_block(self) -> None:
+        block = self.request.blocks[self.block]
+        self.result.blocks.append(self.seq[self.block_start : self.block_end])
+        self.result.slots.append(
+            [
+                SlotResult(
+                    tokens=self.seq[start : start + slot.constraint.length],
+                    confidence=math.exp(self.slot_logp[i]),
+                )
+                for i, (slot, start) in enumerate(zip(block.slots, self.slot_starts, strict=True))
+            ]
+        )
+
+    def unit_masked(self) -> list[int]:
+        start, end = self.unit
+        return sorted(p for p in self.masked if start <= p < end)
+
+
+class Sampler:
+    """Decodes `DecodeRequest`s with one model; see the module docstring for the algorithm."""
+
+    def __init__(self, model: DiffusionLM, config: SamplerConfig | None = None) -> None:
+        self.model = model
+        self.config = config or SamplerConfig()
+        c = model.config
+        self.block_size = c.block_size if c.attention == "block_causal" else None
+        # Without the cache every step recomputes prompt + decided blocks + current unit: exact
+        # for every family, and the reference the cached paths are tested against.
+        self.exact = not self.config.cache
+        self.mask_id = c.mask_token_id
+        self.max_length = c.max_position_embeddings
+        self.width: int | None = None
+
+    # ------------------------------------------------------------------ driving
+    def decode(self, requests: Iterable[DecodeRequest]) -> Iterator[DecodeResult]:
+        """Decode every request; results stream out as documents finish (not in input order)."""
+        pending = iter(requests)
+        lanes: list[_Row] = []  # rows stepping on the main cache, row i in lane i
+        main: KVCache | None = None
+        refill: list[_Row] = []  # rows whose prefix must be (re)built
+        exhausted = False
+        with torch.inference_mode():
+            while True:
+                while not exhausted and len(lanes) + len(refill) < self.config.batch_size:
+                    request = next(pending, None)
+                    if request is None:
+                        exhausted = True
+                        break
+                    row = self._admit(request)
+                    if row.result.error is not None or row.block >= len(request.blocks):
+                        yield row.result
+                    else:
+                        refill.append(row)
+                if not lanes and not refill:
+                    return
+                stepped: list[_Row] = []
+                if lanes:  # rows already in lanes: one step on views of the main cache
+                    assert main is not None
+                    ahead = max(r.unit[1] - r.cached for r in lanes)
+                    main.reserve(max(r.cached for r in lanes) + ahead)
+                    self._step(lanes, main.view(len(lanes)), prefill=False)
+                    stepped.extend(lanes)
+                if refill:  # new rows and rebuilt prefixes: one forward on a fresh cache
+                    group, refill = refill, []
+                    cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
+                    self._step(group, cache, prefill=True)
+                    if not self.exact:
+                        if main is None:
+                            main = self.model.new_cache(self.config.batch_size)
+                        first = len(lanes)
+                        main.copy_rows(
+                            list(range(first, first + len(group))), cache, list(range(len(group)))
+                        )
+                        for row in group:
+                            row.lane = len(lanes)
+                            lanes.append(row)
+                    stepped.extend(group)
+                for row in stepped:
+                    state = self._advance(row)
+                    if state == "stay":
+                        if self.exact:
+                            refill.append(row)
+                        continue
+                    if row.lane is not None:
+                        self._leave(row, lanes, main)
+                    if state == "done":
+                        yield row.result
+                    else:  # "refill": its prefix must be rebuilt for the next block
+                        refill.append(row)
+
+    def _admit(self, request: DecodeRequest) -> _Row:
+        row = _Row(request, self.mask_id)
+        if self.config.temperature > 0:
+            row.rng = torch.Generator().manual_seed(request.seed)
+        if request.length > self.max_length:
+            row.result.error = (
+                f"{request.length} tokens exceed the model's {self.max_length} positions"
+            )
+            return row
+        row.start_block(self.block_size)
+        return row
+
+    def _leave(self, row: _Row, lanes: list[_Row], main: KVCache | None) -> None:
+        """Remove a row from its lane, moving the last lane's row into the gap."""
+        lane, last = row.lane, len(lanes) - 1
+        assert lane is not None and main is not None
+        if lane != last:
+            main.move_row(last, lane)
+            lanes[lane] = lanes[last]
+            lanes[lane].lane = lane
+        lanes.pop()
+        row.lane = None
+
+    def _advance(self, row: _Row) -> str:
+        """After a step: "stay" (same unit), "done", or "refill" (prefix rebuild needed)."""
+        if row.result.error is not None:
+            return "done"
+        if row.unit_masked():
+            return "stay"
+        row.units.pop(0)
+        if row.units:
+            return "stay"
+        if not row.start_block(self.block_size):
+            return "done"
+        if self.block_size is None:
+            return "refill"  # bidirectional: rebuild the prefix over prompt + decided blocks
+        return "stay"
+
+    # ------------------------------------------------------------------ one step
+    def _window(self, row: _Row, prefill: bool) -> tuple[int, int, int]:
+        """(window start, window end, tokens to commit) for this row's next forward."""
+        unit_start, unit_end = row.unit
+        if prefill:
+            if self.exact:
+                return 0, unit_end, 0
+            if self.block_size is None:
+                return 0, unit_end, row.block_start
+            return 0, unit_end, unit_start // self.block_size * self.block_size
+        if self.block_size is None:
+            return row.cached, unit_end, 0
+        return row.cached, unit_end, unit_start // self.block_size * self.block_size - row.cached
+
+    def _step(self, rows: list[_Row], cache: KVCache, prefill: bool) -> None:
+        windows = [self._window(r, prefill) for r in rows]
+        width = max(end - start for start, end, _ in windows)
+        ids = torch.full((len(rows), width), self.mask_id, dtype=torch.long)
+        for i, (row, (start, end, _)) in enumerate(zip(rows, windows, strict=True)):
+            ids[i, : end - start] = torch.tensor(row.seq[start:end])
+        lens = torch.tensor([end - start for start, end, _ in windows])
+        commits = torch.tensor([c for _, _, c in windows])
+        device = self.model.device
+        hidden = self.model(ids.to(device), cache, window_lens=lens, commit=commits)
+        for row, (_, _, commit) in zip(rows, windows, strict=True):
+            row.cached = (0 if prefill else row.cached) + commit
+            row.stats.nfe += 1
+
+        # Every masked position of every row's current unit, and its hidden state.
+        entries: list[tuple[int, int]] = []  # (row index, absolute position)
+        picks: list[tuple[int, int]] = []  # (row index, window offset)
+        for i, (row, (start, _, _)) in enumerate(zip(rows, windows, strict=True)):
+            for pos in row.unit_masked():
+                entries.append((i, pos))
+                picks.append((i, pos - start))
+        if not entries:
+            return
+        index = torch.tensor(picks, device=device)
+        logits = self.model.logits(hidden[index[:, 0], index[:, 1]]).float()  # [N, V]
+        if self.width is None:
+            self.width = bitmask_width(logits.shape[1])
+        bitmask, failed = self._bitmasks(rows, entries)
+        for i in failed:
+            rows[i].result.error = failed[i]
+        best = masked_confidence(logits, bitmask.to(device))
+        tokens, probs = best.token.cpu(), best.prob.cpu()
+
+        by_row: dict[int, list[int]] = {}
+        for n, (i, _) in enumerate(entries):
+            by_row.setdefault(i, []).append(n)
+        for i, ns in by_row.items():
+            row = rows[i]
+            if row.result.error is not None:
+                continue
+            row.stats.steps += 1
+            forced = self.config.max_steps is not None and row.stats.steps >= self.config.max_steps
+            try:
+                if forced:
+                    row.stats.forced = True
+                    self._commit_all(row, [entries[n][1] for n in ns], logits[ns])
+                else:
+                    self._commit_confident(row, ns, entries, logits, tokens, probs)
+            except InfeasibleSlot as exc:
+                row.result.error = f"block {row.block}: {exc}"
+
+    def _bitmasks(
+        self, rows: list[_Row], entries: list[tuple[int, int]]
+    ) -> tuple[torch.Tensor, dict[int, str]]:
+        """Bitmask rows `[N, W]` for the entries, from one `fill_bitmask` per touched slot."""
+        assert self.width is not None
+        out = torch.zeros((len(entries), self.width), dtype=torch.int32)
+        filled: dict[tuple[int, int], torch.Tensor] = {}
+        failed: dict[int, str] = {}
+        for n, (i, pos) in enumerate(entries):
+            row = rows[i]
+            slot_index, offset = row.masked[pos]
+            key = (i, slot_index)
+            if key not in filled:
+                constraint = row.slots()[slot_index].constraint
+                buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
+                try:
+                    constraint.fill_bitmask(buffer)
+                except InfeasibleSlot as exc:
+                    failed[i] = f"block {row.block}, slot {slot_index}: {exc}"
+                    buffer.fill_(-1)  # keep the row scorable; its result is discarded
+                filled[key] = buffer
+            out[n] = filled[key][offset]
+        return out, failed
+
+    def _sample(self, row: _Row, logits: torch.Tensor, allowed: torch.Tensor) -> tuple[int, float]:
+        """Draw a token from the masked softmax at the configured temperature."""
+        assert row.rng is not None
+        scaled = (logits / self.config.temperature).masked_fill(~allowed, float("-inf"))
+        p = torch.softmax(scaled, dim=-1)
+        u = torch.rand((), generator=row.rng).item()
+        token = int(torch.searchsorted(p.cumsum(-1), torch.tensor([u])).clamp(max=p.numel() - 1))
+        while not allowed[token]:  # rounding can land the draw on a zero-probability tail
+            token -= 1
+        return token, float(p[token])
+
+    def _commit_confident(
+        self,
+        row: _Row,
+        ns: list[int],
+        entries: list[tuple[int, int]],
+        logits: torch.Tensor,
+        tokens: torch.Tensor,
+        probs: torch.Tensor,
+    ) -> None:
+        slots = row.slots()
+        by_slot: dict[int, list[int]] = {}
+        for n in ns:
+            by_slot.setdefault(row.masked[entries[n][1]][0], []).append(n)
+        # items: (confidence, kind, payload); kind 0 = whole option, 1 = single position
+        items: list[tuple[float, int, object]] = []
+        for slot_index, slot_ns in by_slot.items():
+            constraint = slots[slot_index].constraint
+            slot_masked = [p for p, (s, _) in row.masked.items() if s == slot_index]
+            options = constraint.options() if len(slot_masked) == len(slot_ns) else None
+            if options is not None and 0 < len(options) <= OPTION_LIMIT:
+                items.append(
+                    self._score_options(
+                        row, slot_index, slot_ns, entries, logits, tokens, probs, options
+                    )
+                )
+                continue
+            for n in slot_ns:
+                token, prob = int(tokens[n]), float(probs[n])
+                if row.rng is not None:
+                    allowed = self._allowed_row(row, n, entries)
+                    token, prob = self._sample(row, logits[n], allowed)
+                items.append((prob, 1, (entries[n][1], token)))
+        if not items:
+            return
+        chosen = [it for it in items if it[0] >= self.config.threshold]
+        if not chosen:
+            chosen = [max(items, key=lambda it: it[0])]
+        for confidence, kind, payload in sorted(chosen, key=lambda it: -it[0]):
+            if kind == 0:
+                slot_index, option, positions = payload  # type: ignore[misc]
+                self._commit_option(row, slot_index, option, positions, confidence)
+            else:
+                pos, token = payload  # type: ignore[misc]
+                self._commit_position(row, pos, token, confidence)
+
+    def _allowed_row(self, row: _Row, n: int, entries: list[tuple[int, int]]) -> torch.Tensor:
+        assert self.width is not None
+        slot_index, offset = row.masked[entries[n][1]]
+        constraint = row.slots()[slot_index].constraint
+        buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
+        constraint.fill_bitmask(buffer)
+        return unpack_bitmask(buffer[offset], self._vocab())
+
+    def _vocab(self) -> int:
+        return self.model.config.embedding_size
+
+    def _score_options(
+        self,
+        row: _Row,
+        slot_index: int,
+        slot_ns: list[int],
+        entries: list[tuple[int, int]],
+        logits: torch.Tensor,
+        tokens: torch.Tensor,
+        probs: torch.Tensor,
+        options,
+    ) -> tuple[float, int, object]:
+        """One item for a finite slot: its best (or sampled) option and that option's
+        probability among all options, each option scored by its masked log-probabilities."""
+        start = row.slot_starts[slot_index]
+        offsets = [entries[n][1] - start for n in slot_ns]
+        ns = torch.tensor(slot_ns)
+        best_logit = logits[ns, tokens[ns]]
+        log_z = best_logit - torch.log(probs[ns])  # log of the masked partition function
+        opts = torch.tensor([[opt[o] for o in offsets] for opt in options])  # [K, m]
+        token_logits = logits[ns][torch.arange(len(slot_ns))[None, :], opts]  # [K, m]
+        scores = (token_logits - log_z[None, :]).sum(-1)  # [K]
+        if row.rng is not None:
+            p = torch.softmax(scores / self.config.temperature, -1)
+            k = int(torch.multinomial(p, 1, generator=row.rng))
+        else:
+            p = torch.softmax(scores, -1)
+            k = int(torch.argmax(p))  # first of equals: lowest option index
+        positions = [start + o for o in offsets]
+        return float(p[k]), 0, (slot_index, [int(t) for t in opts[k]], positions)
+
+    def _commit_option(
+        self, row: _Row, slot_index: int, option: list[int], positions: list[int], p: float
+    ) -> None:
+        constraint = row.slots()[slot_index].constraint
+        for pos, token in zip(positions, option, strict=True):
+            if pos not in row.masked:
+                continue
+            if not constraint.commit(pos - row.slot_starts[slot_index], token):
+                raise InfeasibleSlot(
+                    f"slot {slot_index}: its own option {option} was rejected at position "
+                    f"{pos - row.slot_starts[slot_index]} (constraint bug)"
+                )
+            row.seq[pos] = token
+            del row.masked[pos]
+        row.slot_logp[slot_index] += math.log(max(p, 1e-300))
+
+    def _commit_position(self, row: _Row, pos: int, token: int, prob: float) -> bool:
+        slot_index, offset = row.masked[pos]
+        if not row.slots()[slot_index].constraint.commit(offset, token):
+            return False
+        row.seq[pos] = token
+        del row.masked[pos]
+        row.slot_logp[slot_index] += math.log(max(prob, 1e-300))
+        return True
+
+    def _commit_all(self, row: _Row, positions: list[int], logits: torch.Tensor) -> None:
+        """Step cap reached: commit every given position greedily, one at a time per slot, each
+        under the mask that the previous commits leave."""
+        assert self.width is not None
+        remaining = dict(zip(positions, range(len(positions)), strict=True))
+        while remaining:
+            by_slot: dict[int, list[int]] = {}
+            for pos in remaining:
+                by_slot.setdefault(row.masked[pos][0], []).append(pos)
+            for slot_index, slot_positions in by_slot.items():
+                constraint = row.slots()[slot_index].constraint
+                buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
+                constraint.fill_bitmask(buffer)
+                masks = buffer[[row.masked[p][1] for p in slot_positions]]
+                rows = torch.tensor([remaining[p] for p in slot_positions])
+                best = masked_confidence(logits, masks.to(logits.device), rows.to(logits.device))
+                k = int(torch.argmax(best.prob))
+                pos = slot_positions[k]
+                if not self._commit_position(row, pos, int(best.token[k]), float(best.prob[k])):
+                    raise InfeasibleSlot(
+                        f"slot {slot_index}: its best allowed token was rejected (constraint bug)"
+                    )
+                del remaining[pos]
+
+
+def unpack_bitmask(words: torch.Tensor, vocab: int) -> torch.Tensor:
+    """int32 words `[W]` → bool `[vocab]` (tokens past 32·W are not allowed)."""
+    bits = torch.arange(32, dtype=torch.int32)
+    allowed = ((words[:, None] >> bits) & 1).bool().flatten()  # [32 W]
+    out = torch.zeros(vocab, dtype=torch.bool)
+    n = min(vocab, allowed.numel())
+    out[:n] = allowed[:n]
+    return out

@@ -1,0 +1,188 @@
+"""The infilling sampler on tiny random checkpoints of every family, with brute-force list
+constraints as the oracle for what each slot may hold."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from helpers.constraints import ListConstraint
+
+from decide.engine import load_model
+from decide.engine.requests import Block, DecodeRequest, Slot
+from decide.engine.sampler import Sampler, SamplerConfig
+
+MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen")
+FILLER = 50259  # <|pad|> in the tiny checkpoints' tokenizer
+
+
+def _language(rng: random.Random, length: int, size: int) -> list[tuple[int, ...]]:
+    """`size` distinct sequences of `length` tokens, values ending in filler, sharing prefixes
+    often so that single-position choices can conflict."""
+    out: set[tuple[int, ...]] = set()
+    alphabet = [rng.randrange(0, 50000) for _ in range(4)]
+    while len(out) < size:
+        used = rng.randint(1, length)
+        value = [rng.choice(alphabet) for _ in range(used)]
+        out.add(tuple(value + [FILLER] * (length - used)))
+    return sorted(out)
+
+
+def _requests(seed: int, count: int, finite: bool = True) -> list[DecodeRequest]:
+    rng = random.Random(seed)
+    requests = []
+    for key in range(count):
+        blocks = []
+        for _ in range(rng.randint(1, 3)):
+            tokens: list[int] = []
+            slots = []
+            for _ in range(rng.randint(1, 4)):
+                tokens += [rng.randrange(0, 50000) for _ in range(rng.randint(1, 4))]
+                length = rng.randint(1, 4)
+                language = _language(rng, length, rng.randint(1, min(6, 4**length)))
+                slots.append(Slot(len(tokens), ListConstraint(language, finite=finite)))
+                tokens += [0] * length
+            tokens.append(rng.randrange(0, 50000))
+            blocks.append(Block(tokens, slots))
+        prompt = [rng.randrange(0, 50000) for _ in range(rng.randint(3, 30))]
+        requests.append(DecodeRequest(prompt=prompt, blocks=blocks, key=key, seed=key))
+    return requests
+
+
+def _decode(model_dir, requests, **options):
+    loaded = load_model(model_dir)
+    results = list(Sampler(loaded.model, SamplerConfig(**options)).decode(requests))
+    return {r.request.key: r for r in results}
+
+
+def _check_valid(results) -> None:
+    for result in results.values():
+        assert result.error is None, result.error
+        assert len(result.blocks) == len(result.request.blocks)
+        for block, tokens, slot_results in zip(
+            result.request.blocks, result.blocks, result.slots, strict=True
+        ):
+            for slot, slot_result in zip(block.slots, slot_results, strict=True):
+                assert tuple(slot_result.tokens) in slot.constraint.sequences
+                assert tuple(tokens[slot.start : slot.end]) == tuple(slot_result.tokens)
+                assert slot.constraint.is_complete()
+                assert 0.0 < slot_result.confidence <= 1.0 + 1e-6
+            fixed = [
+                t
+                for i, t in enumerate(block.tokens)
+                if not any(s.start <= i < s.end for s in block.slots)
+            ]
+            kept = [
+                t
+                for i, t in enumerate(tokens)
+                if not any(s.start <= i < s.end for s in block.slots)
+            ]
+            assert fixed == kept  # the skeleton is never touched
+        assert result.nfe >= len(result.request.blocks)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("finite", [True, False])
+def test_every_slot_ends_in_its_language(model_type, finite, tiny_checkpoint) -> None:
+    requests = _requests(seed=11, count=12, finite=finite)
+    results = _decode(
+        tiny_checkpoint(model_type, init_std=0.2), requests, batch_size=5, threshold=0.5
+    )
+    assert sorted(results) == list(range(12))
+    _check_valid(results)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_batched_equals_one_document_at_a_time(model_type, tiny_checkpoint) -> None:
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    batched = _decode(model_dir, _requests(seed=12, count=8), batch_size=4)
+    for key, result in batched.items():
+        alone = _decode(model_dir, [_requests(seed=12, count=8)[key]], batch_size=1)[key]
+        assert alone.blocks == result.blocks
+        assert [s.nfe for s in alone.stats] == [s.nfe for s in result.stats]
+
+
+@pytest.mark.parametrize("model_type", ["sdar", "Fast_dLLM_Qwen", "llada"])
+def test_cached_equals_recomputed(model_type, tiny_checkpoint) -> None:
+    """Block-causal caches are exact: the same tokens as recomputing everything every step. For
+    bidirectional families the recompute path is the exact reference itself (checked valid)."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    exact = _decode(model_dir, _requests(seed=13, count=6), batch_size=3, cache=False)
+    _check_valid(exact)
+    if model_type != "llada":
+        cached = _decode(model_dir, _requests(seed=13, count=6), batch_size=3, cache=True)
+        for key in exact:
+            assert cached[key].blocks == exact[key].blocks
+
+
+def test_same_seed_same_bytes_when_sampling(tiny_checkpoint) -> None:
+    model_dir = tiny_checkpoint("Dream", init_std=0.2)
+    options = dict(temperature=1.0, threshold=0.5)
+    a = _decode(model_dir, _requests(seed=14, count=6), batch_size=3, **options)
+    b = _decode(model_dir, _requests(seed=14, count=6), batch_size=2, **options)
+    _check_valid(a)
+    assert {k: r.blocks for k, r in a.items()} == {k: r.blocks for k, r in b.items()}
+
+
+def test_finite_slots_are_committed_as_whole_options(tiny_checkpoint) -> None:
+    """At threshold 1.0 only one item commits per step: a 3-token finite slot then takes one
+    step as an option and three as positions."""
+    language = [(a, b, c) for a in (1, 4) for b in (2, 5) for c in (3, 6)]  # no forced moves
+
+    def request(finite: bool) -> DecodeRequest:
+        block = Block([10, 0, 0, 0, 11], [Slot(1, ListConstraint(language, finite=finite))])
+        return DecodeRequest(prompt=[12, 13, 14, 15], blocks=[block], key=0)
+
+    model_dir = tiny_checkpoint("llada", init_std=0.2)
+    whole = _decode(model_dir, [request(True)], threshold=1.0)[0]
+    single = _decode(model_dir, [request(False)], threshold=1.0)[0]
+    assert whole.stats[0].steps == 1
+    assert single.stats[0].steps == 3
+    assert tuple(whole.slots[0][0].tokens) in language
+    assert tuple(single.slots[0][0].tokens) in language
+
+
+def test_step_cap_commits_the_rest_greedily(tiny_checkpoint) -> None:
+    results = _decode(
+        tiny_checkpoint("sdar", init_std=0.2),
+        _requests(seed=15, count=4, finite=False),
+        threshold=1.0,
+        max_steps=1,
+    )
+    _check_valid(results)
+    for result in results.values():
+        assert all(s.forced for s in result.stats)
+
+
+def test_parallel_commits_cut_forward_passes(tiny_checkpoint) -> None:
+    model_dir = tiny_checkpoint("Dream", init_std=0.2)
+    eager = _decode(model_dir, _requests(seed=16, count=6, finite=False), threshold=0.01)
+    one = _decode(model_dir, _requests(seed=16, count=6, finite=False), threshold=1.0)
+    assert sum(r.nfe for r in eager.values()) < sum(r.nfe for r in one.values())
+    for result in one.values():  # at most one step per answer token (forced tokens ride along)
+        assert result.nfe <= result.answer_tokens
+
+
+def test_infeasible_slot_fails_only_its_document(tiny_checkpoint) -> None:
+    requests = _requests(seed=17, count=3)
+    broken = Block([1, 0, 2], [Slot(1, ListConstraint([]))])
+    requests[1] = DecodeRequest(prompt=[5, 6, 7], blocks=[broken], key=1)
+    results = _decode(tiny_checkpoint("llada", init_std=0.2), requests)
+    assert "slot 0" in results[1].error
+    assert results[0].error is None and results[2].error is None
+
+
+def test_too_long_document_is_an_error_result(tiny_checkpoint) -> None:
+    block = Block([1, 0, 2], [Slot(1, ListConstraint([(3,)]))])
+    request = DecodeRequest(prompt=[5] * 5000, blocks=[block], key=0)
+    result = _decode(tiny_checkpoint("sdar", init_std=0.2), [request])[0]
+    assert "exceed the model's 4096 positions" in result.error
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        SamplerConfig(threshold=0)
+    with pytest.raises(ValueError, match="max_steps"):
+        SamplerConfig(max_steps=0)
+    assert torch.get_num_threads() >= 1
