@@ -1,9 +1,10 @@
 """The engine's model configuration: one frozen dataclass that every family parses into.
 
 A family (`families.py`) reads its own `config.json` field names and produces a `ModelConfig`; the
-layers and the model read only this object. Fields describe the decoder-only transformer all four
-supported families share (RMSNorm, RoPE, GQA attention, SwiGLU MLP) plus the two properties that
-differ at inference time: how attention is masked and whether logits are shifted by one.
+layers and the model read only this object. Fields describe the transformer the LLaMA-style
+families share (RMSNorm, RoPE, GQA attention, SwiGLU MLP) or, with `architecture="bert"`, a BERT
+encoder (post-LayerNorm, learned absolute positions, GELU MLP, tied MLM head), plus the two
+properties that differ at inference time: how attention is masked and whether logits are shifted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class ModelConfig:
     head_dim: int
     intermediate_size: int
     rope_theta: float
-    rms_norm_eps: float
+    norm_eps: float  # RMSNorm eps (llama architecture) or LayerNorm eps (bert)
     max_position_embeddings: int
     attention_bias: bool  # bias on q/k/v projections
     output_bias: bool  # bias on the attention output projection
@@ -39,6 +40,8 @@ class ModelConfig:
     logits_shift: bool  # True: the output at position i predicts token i+1
     mask_token_id: int
     mask_token_source: str  # where the mask id came from (config field, tokenizer, family default)
+    architecture: str = "llama"  # "llama": pre-RMSNorm, RoPE, SwiGLU; "bert": post-LN, absolute
+    type_vocab_size: int = 0  # bert: token type embeddings (type 0 is used throughout)
 
     def __post_init__(self) -> None:
         if self.num_heads % self.num_kv_heads:
@@ -55,19 +58,3 @@ class ModelConfig:
                 f"mask token id {self.mask_token_id} ({self.mask_token_source}) is outside the "
                 f"model's {self.embedding_size} embedding rows"
             )
-
-    def parameter_count(self) -> int:
-        """Number of parameters, counting a tied head once."""
-        h, i, v = self.hidden_size, self.intermediate_size, self.embedding_size
-        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        attn = h * q + 2 * h * kv + q * h
-        if self.attention_bias:
-            attn += q + 2 * kv
-        if self.output_bias:
-            attn += h
-        if self.qk_norm:
-            attn += 2 * self.head_dim
-        mlp = 3 * h * i + (2 * i + h if self.mlp_bias else 0)
-        layer = attn + mlp + 2 * h
-        head = 0 if self.tie_word_embeddings else v * h
-        return v * h + self.num_layers * layer + h + head

@@ -11,6 +11,7 @@ checkpoint must hold (checkpoint name → engine parameter name). Nothing here t
 | `Dream`          | dream     | Qwen2 (QKV bias)     | bidirectional | shifted     | 151666       |
 | `sdar`           | sdar      | Qwen3 (q/k norm)     | block-causal  | unshifted   | 151669       |
 | `Fast_dLLM_Qwen` | fast_dllm | Qwen2.5 (QKV bias)   | block-causal  | shifted     | 151665       |
+| `bert`           | bert      | BERT MLM (post-LN)   | bidirectional | unshifted   | tokenizer    |
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Family:
     default_block_size: int | None
     parse: Callable[[RawConfig], dict[str, Any]]  # raw config -> ModelConfig fields (no mask id)
     weight_names: Callable[[dict[str, Any]], dict[str, str]]  # fields -> {checkpoint: engine}
+    # Checkpoint tensors the engine never reads (exporters' buffers, heads of other tasks).
+    ignore: Callable[[str], bool] = lambda name: name.endswith("rotary_emb.inv_freq")
 
 
 def _field(raw: RawConfig, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -84,7 +87,7 @@ def _parse_qwen(raw: RawConfig, *, qk_norm: bool, default_bias: bool) -> dict[st
             "head_dim": _field(raw, "head_dim", int, hidden // heads if heads else 0),
             "intermediate_size": _field(raw, "intermediate_size", int),
             "rope_theta": _field(raw, "rope_theta", float, 10000.0),
-            "rms_norm_eps": _field(raw, "rms_norm_eps", float, 1e-6),
+            "norm_eps": _field(raw, "rms_norm_eps", float, 1e-6),
             "max_position_embeddings": _field(raw, "max_position_embeddings", int, 32768),
             "attention_bias": _field(raw, "attention_bias", bool, default_bias),
             "output_bias": False,
@@ -146,7 +149,7 @@ def _parse_llada(raw: RawConfig) -> dict[str, Any]:
             "head_dim": d_model // heads if heads else 0,
             "intermediate_size": mlp,
             "rope_theta": _field(raw, "rope_theta", float, 10000.0),
-            "rms_norm_eps": _field(raw, "rms_norm_eps", float, 1e-5),
+            "norm_eps": _field(raw, "rms_norm_eps", float, 1e-5),
             "max_position_embeddings": _field(raw, "max_sequence_length", int, 4096),
             "attention_bias": _field(raw, "include_qkv_bias", bool, False),
             "output_bias": False,
@@ -181,6 +184,76 @@ def _llada_weights(f: dict[str, Any]) -> dict[str, str]:
         for src, dst in own.items():
             names[f"model.transformer.blocks.{i}.{src}"] = f"layers.{i}.{dst}"
     return names
+
+
+def _parse_bert(raw: RawConfig) -> dict[str, Any]:
+    _refuse(raw, "hidden_act", lambda v: v in ("gelu", "gelu_python"), "only exact GELU")
+    _refuse(raw, "position_embedding_type", lambda v: v == "absolute", "relative positions")
+    _refuse(raw, "is_decoder", lambda v: v is False, "a causal BERT decoder")
+    hidden = _field(raw, "hidden_size", int)
+    heads = _field(raw, "num_attention_heads", int)
+    vocab = _field(raw, "vocab_size", int)
+    return _positive(
+        {
+            "vocab_size": vocab,
+            "embedding_size": vocab,
+            "hidden_size": hidden,
+            "num_layers": _field(raw, "num_hidden_layers", int),
+            "num_heads": heads,
+            "num_kv_heads": heads,
+            "head_dim": hidden // heads if heads else 0,
+            "intermediate_size": _field(raw, "intermediate_size", int),
+            "rope_theta": 0.0,
+            "norm_eps": _field(raw, "layer_norm_eps", float, 1e-12),
+            "max_position_embeddings": _field(raw, "max_position_embeddings", int, 512),
+            "attention_bias": True,
+            "output_bias": True,
+            "mlp_bias": True,
+            "qk_norm": False,
+            "tie_word_embeddings": True,
+            "architecture": "bert",
+            "type_vocab_size": _field(raw, "type_vocab_size", int, 2),
+        }
+    )
+
+
+def _bert_weights(f: dict[str, Any]) -> dict[str, str]:
+    names = {
+        "bert.embeddings.word_embeddings.weight": "embed.weight",
+        "bert.embeddings.position_embeddings.weight": "positions.weight",
+        "bert.embeddings.token_type_embeddings.weight": "token_types.weight",
+        "cls.predictions.bias": "head_bias",
+    }
+    pairs = {
+        "bert.embeddings.LayerNorm": "embed_norm",
+        "cls.predictions.transform.dense": "head_dense",
+        "cls.predictions.transform.LayerNorm": "head_norm",
+    }
+    own = {
+        "attention.self.query": "query",
+        "attention.self.key": "key",
+        "attention.self.value": "value",
+        "attention.output.dense": "attn_out",
+        "attention.output.LayerNorm": "attn_norm",
+        "intermediate.dense": "intermediate",
+        "output.dense": "output",
+        "output.LayerNorm": "output_norm",
+    }
+    for i in range(f["num_layers"]):
+        pairs |= {f"bert.encoder.layer.{i}.{k}": f"layers.{i}.{v}" for k, v in own.items()}
+    for src, dst in pairs.items():
+        names[f"{src}.weight"] = f"{dst}.weight"
+        names[f"{src}.bias"] = f"{dst}.bias"
+    return names
+
+
+def _bert_ignore(name: str) -> bool:
+    # The decoder is tied to the word embeddings; pooler and NSP head serve other tasks.
+    return name.startswith(("bert.pooler.", "cls.seq_relationship.")) or name in (
+        "cls.predictions.decoder.weight",
+        "cls.predictions.decoder.bias",
+        "bert.embeddings.position_ids",
+    )
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -223,6 +296,17 @@ FAMILIES: tuple[Family, ...] = (
         default_block_size=32,
         parse=lambda raw: _parse_qwen(raw, qk_norm=False, default_bias=True),
         weight_names=_qwen_weights,
+    ),
+    Family(
+        name="bert",
+        model_types=("bert",),
+        attention="bidirectional",
+        logits_shift=False,
+        default_mask_token_id=None,
+        default_block_size=None,
+        parse=_parse_bert,
+        weight_names=_bert_weights,
+        ignore=_bert_ignore,
     ),
 )
 

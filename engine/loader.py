@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
+from .bert import BertLM
 from .checkpoint import read_weights, weight_files
 from .config import ModelConfig
 from .errors import ModelLoadError
 from .families import BLOCK_SIZE_FIELDS, Family, family_for
-from .model import DiffusionLM
+from .model import DiffusionLM, WindowedModel
 from .tokenizer import TokenizerBundle, load_tokenizer
 
 DTYPES = {
@@ -41,7 +42,7 @@ class LoadedModel:
     path: Path
     family: Family
     config: ModelConfig
-    model: DiffusionLM
+    model: WindowedModel
     tokenizer: TokenizerBundle
 
     @property
@@ -156,6 +157,11 @@ def load_config(
     return family, config, tokenizer
 
 
+def build_model(config: ModelConfig) -> WindowedModel:
+    """An uninitialised module of the config's architecture."""
+    return BertLM(config) if config.architecture == "bert" else DiffusionLM(config)
+
+
 def load_model(
     model_dir: str | Path,
     *,
@@ -175,7 +181,7 @@ def load_model(
     raw = read_config(model_dir)
     torch_dtype = resolve_dtype(dtype, raw, device)
     with torch.device("meta"):
-        model = DiffusionLM(config)
+        model = build_model(config)
     shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     names = family.weight_names({**family.parse(raw)})
     if set(names.values()) != set(shapes):
@@ -183,8 +189,8 @@ def load_model(
     ignore_head = config.tie_word_embeddings
 
     def ignorable(name: str) -> bool:
-        # Buffers some exporters save, and a head that a tied config never reads.
-        return name.endswith("rotary_emb.inv_freq") or (
+        # Tensors the family never reads, and a head that a tied config never reads.
+        return family.ignore(name) or (
             ignore_head and name in ("lm_head.weight", "model.transformer.ff_out.weight")
         )
 

@@ -1,5 +1,6 @@
-"""The decoder every supported family runs: embeddings, N × (RMSNorm → GQA attention with RoPE →
-RMSNorm → SwiGLU), final RMSNorm, tied or untied head.
+"""The window/cache forward every architecture shares, and the LLaMA-style decoder of the four
+diffusion LM families: embeddings, N × (RMSNorm → GQA attention with RoPE → RMSNorm → SwiGLU),
+final RMSNorm, tied or untied head (`bert.py` holds the BERT encoder).
 
 `forward` takes a window of new tokens per row on top of the row's cached prefix and returns final
 hidden states *aligned to prediction*: entry `i` holds the state whose logits predict the token at
@@ -31,8 +32,8 @@ class SelfAttention(nn.Module):
         self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.o_proj = nn.Linear(q, c.hidden_size, bias=c.output_bias)
-        self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if c.qk_norm else None
-        self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps) if c.qk_norm else None
+        self.q_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
 
     def forward(
         self,
@@ -59,26 +60,18 @@ class SelfAttention(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: ModelConfig) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.attn_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.attn = SelfAttention(c)
-        self.mlp_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, c.mlp_bias)
 
 
-class DiffusionLM(nn.Module):
-    """One model of any supported family; see the module docstring for `forward`'s contract."""
+class WindowedModel(nn.Module):
+    """What every architecture shares: the window/cache contract of `forward` (see the module
+    docstring). Subclasses build `embed` and implement `_trunk` and `logits`."""
 
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.embed = nn.Embedding(config.embedding_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.lm_head = (
-            None
-            if config.tie_word_embeddings
-            else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
-        )
+    config: ModelConfig
+    embed: nn.Embedding
 
     @property
     def dtype(self) -> torch.dtype:
@@ -100,6 +93,14 @@ class DiffusionLM(nn.Module):
             dtype=self.dtype,
             device=self.device,
         )
+
+    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
+        """Final hidden states `[B, Lw, H]` of the window (unshifted)."""
+        raise NotImplementedError
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits `[..., embedding_size]` for hidden states `[..., H]`."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -138,16 +139,15 @@ class DiffusionLM(nn.Module):
                 f"block-causal model ({c.model_type}, block size {c.block_size}): every row's "
                 f"cached prefix must be whole blocks, got lengths {prefix.tolist()}"
             )
+        if int((prefix + window_lens).max()) > c.max_position_embeddings:
+            raise ValueError(
+                f"window reaches position {int((prefix + window_lens).max())}, beyond the "
+                f"model's {c.max_position_embeddings} positions"
+            )
         block = c.block_size if c.attention == "block_causal" else None
         plan = plan_attention(prefix, window_lens, lw, block)
         cache.reserve(plan.span)
-
-        x = self.embed(input_ids)  # [B, Lw, H]
-        cos, sin = rope_cos_sin(plan.positions, c.head_dim, c.rope_theta, x.dtype)
-        for i, layer in enumerate(self.layers):
-            x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
-            x = x + layer.mlp(layer.mlp_norm(x))
-        hidden = self.norm(x)  # [B, Lw, H]
+        hidden = self._trunk(input_ids, plan, cache)  # [B, Lw, H]
 
         aligned = hidden
         if c.logits_shift:
@@ -158,7 +158,31 @@ class DiffusionLM(nn.Module):
         cache.commit(counts, hidden if c.logits_shift else None)
         return aligned
 
+
+class DiffusionLM(WindowedModel):
+    """The LLaMA-style decoder of llada, Dream, sdar and Fast_dLLM_Qwen."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.embedding_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.lm_head = (
+            None
+            if config.tie_word_embeddings
+            else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
+        )
+
+    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
+        c = self.config
+        x = self.embed(input_ids)  # [B, Lw, H]
+        cos, sin = rope_cos_sin(plan.positions, c.head_dim, c.rope_theta, x.dtype)
+        for i, layer in enumerate(self.layers):
+            x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
+            x = x + layer.mlp(layer.mlp_norm(x))
+        return self.norm(x)
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits `[..., embedding_size]` for hidden states `[..., H]`."""
         weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(hidden, weight)

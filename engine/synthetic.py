@@ -19,7 +19,7 @@ from tokenizers import AddedToken, Tokenizer
 
 from .config import ModelConfig
 from .families import family_for
-from .model import DiffusionLM
+from .loader import build_model
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -31,6 +31,21 @@ SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>", "<|mask|>")
 
 
 def _config_json(model_type: str, c: dict[str, Any], vocab: int, rows: int) -> dict[str, Any]:
+    if model_type == "bert":
+        return {
+            "architectures": ["BertForMaskedLM"],
+            "model_type": "bert",
+            "hidden_size": c["hidden_size"],
+            "num_hidden_layers": c["num_layers"],
+            "num_attention_heads": c["num_heads"],
+            "intermediate_size": c["intermediate_size"],
+            "vocab_size": rows,
+            "max_position_embeddings": 512,
+            "type_vocab_size": 2,
+            "layer_norm_eps": 1e-12,
+            "hidden_act": "gelu",
+            "position_embedding_type": "absolute",
+        }
     if model_type == "llada":
         return {
             "architectures": ["LLaDAModelLM"],
@@ -105,7 +120,7 @@ def write_random_checkpoint(
     init_std: float = 0.05,
     dtype: torch.dtype = torch.float32,
 ) -> Path:
-    """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen") to
+    """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert") to
     `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
     `<|im_start|>`, `<|im_end|>`, `<|pad|>` and `<|mask|>`; embedding rows are padded to a
     multiple of 64 beyond the tokenizer, as real checkpoints do. `init_std` scales the linear
@@ -150,7 +165,7 @@ def write_random_checkpoint(
         "bos_token": None,
     }
     if model_type not in ("llada", "Dream"):
-        tokenizer_config["mask_token"] = "<|mask|>"
+        tokenizer_config["mask_token"] = "<|mask|>"  # bert's tokenizers keep it there too
     (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
 
     parsed = family.parse(raw)
@@ -165,7 +180,7 @@ def write_random_checkpoint(
         **parsed,
     )
     generator = torch.Generator().manual_seed(seed)
-    model = DiffusionLM(config)
+    model = build_model(config)
     state = {}
     for name, tensor in model.state_dict().items():
         if name.endswith("norm.weight"):

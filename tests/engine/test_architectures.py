@@ -11,8 +11,9 @@ from decide.engine import load_model
 
 # Awkward on purpose: odd head dims (24, 20), GQA, tied and untied heads, QKV bias on and off.
 CASES = {
-    "llada": dict(num_layers=2, hidden_size=96, num_heads=4, num_kv_heads=2),
+    "llada": dict(init_std=0.2, num_layers=2, hidden_size=96, num_heads=4, num_kv_heads=2),
     "llada-qkv-bias": dict(
+        init_std=0.2,
         num_layers=2,
         hidden_size=96,
         num_heads=4,
@@ -21,19 +22,37 @@ CASES = {
         tie_word_embeddings=True,
     ),
     "Dream": dict(
-        num_layers=2, hidden_size=96, num_heads=4, num_kv_heads=2, tie_word_embeddings=True
+        init_std=0.2,
+        num_layers=2,
+        hidden_size=96,
+        num_heads=4,
+        num_kv_heads=2,
+        tie_word_embeddings=True,
     ),
     "sdar": dict(
-        num_layers=3, hidden_size=96, num_heads=4, num_kv_heads=2, head_dim=20, block_size=4
+        init_std=0.2,
+        num_layers=3,
+        hidden_size=96,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=20,
+        block_size=4,
     ),
+    "bert": dict(num_layers=2, hidden_size=96, num_heads=4, intermediate_size=160, init_std=0.5),
     "Fast_dLLM_Qwen": dict(
-        num_layers=2, hidden_size=96, num_heads=6, num_kv_heads=2, block_size=4, shards=3
+        init_std=0.2,
+        num_layers=2,
+        hidden_size=96,
+        num_heads=6,
+        num_kv_heads=2,
+        block_size=4,
+        shards=3,
     ),
 }
 LENGTHS = [13, 9, 16]
 # What the public checkpoints do, stated independently of the engine's family table.
-SHIFTED = {"llada": False, "Dream": True, "sdar": False, "Fast_dLLM_Qwen": True}
-BLOCK_CAUSAL = {"llada": False, "Dream": False, "sdar": True, "Fast_dLLM_Qwen": True}
+SHIFTED = {"llada": False, "Dream": True, "sdar": False, "Fast_dLLM_Qwen": True, "bert": False}
+BLOCK_CAUSAL = {"llada": False, "Dream": False, "sdar": True, "Fast_dLLM_Qwen": True, "bert": False}
 
 
 def _model_type(case: str) -> str:
@@ -140,7 +159,7 @@ def test_block_causal_refuses_unaligned_prefix(tiny_checkpoint) -> None:
             loaded.model(torch.zeros(1, 4, dtype=torch.long), cache)
 
 
-@pytest.mark.parametrize("model_type", ["llada", "Dream"])
+@pytest.mark.parametrize("model_type", ["llada", "Dream", "bert"])
 def test_bidirectional_prefix_cache(model_type: str, tiny_checkpoint) -> None:
     """Prefix-cache mode: the prefix's keys come from a forward that also saw the block (as in
     Fast-dLLM), so re-running the unchanged block over the cache reproduces the exact forward; a

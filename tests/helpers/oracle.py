@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from transformers import (
+    BertConfig,
+    BertForMaskedLM,
     LlamaConfig,
     LlamaForCausalLM,
     Qwen2Config,
@@ -63,7 +65,20 @@ def _llada_to_llama(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
 def oracle_model(model_dir: Path) -> torch.nn.Module:
     raw = json.loads((model_dir / "config.json").read_text())
     tensors = _weights(model_dir)
-    if raw["model_type"] == "llada":
+    if raw["model_type"] == "bert":
+        config = BertConfig(
+            vocab_size=raw["vocab_size"],
+            hidden_size=raw["hidden_size"],
+            num_hidden_layers=raw["num_hidden_layers"],
+            num_attention_heads=raw["num_attention_heads"],
+            intermediate_size=raw["intermediate_size"],
+            max_position_embeddings=raw["max_position_embeddings"],
+            type_vocab_size=raw["type_vocab_size"],
+            layer_norm_eps=raw["layer_norm_eps"],
+            hidden_act=raw["hidden_act"],
+        )
+        model = BertForMaskedLM(config)
+    elif raw["model_type"] == "llada":
         heads = raw["n_heads"]
         config = LlamaConfig(
             vocab_size=raw["embedding_size"],
@@ -105,7 +120,9 @@ def oracle_model(model_dir: Path) -> torch.nn.Module:
             model = Qwen2ForCausalLM(config)
     config._attn_implementation = "eager"
     missing, unexpected = model.load_state_dict(tensors, strict=False)
-    missing = [m for m in missing if not (config.tie_word_embeddings and m == "lm_head.weight")]
+    tied = ("lm_head.weight", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+    missing = [m for m in missing if not (config.tie_word_embeddings and m in tied)]
+    missing = [m for m in missing if m != "bert.embeddings.position_ids"]
     assert not missing and not unexpected, (missing, unexpected)
     if config.tie_word_embeddings:
         model.tie_weights()
@@ -136,6 +153,9 @@ def oracle_logits(
     model: torch.nn.Module, ids: torch.Tensor, lengths: list[int], block_size: int | None
 ) -> torch.Tensor:
     total = ids.shape[1]
+    if isinstance(model, BertForMaskedLM):  # BERT takes the plain padding mask
+        padding = (torch.arange(total)[None, :] < torch.tensor(lengths)[:, None]).long()
+        return model(input_ids=ids, attention_mask=padding).logits
     mask = float_mask(allowed_keys(lengths, total, block_size))
     positions = torch.arange(total)[None].expand(ids.shape[0], total)
     return model(input_ids=ids, attention_mask=mask, position_ids=positions).logits

@@ -1,0 +1,72 @@
+"""The BERT encoder as a diffusion LM: bidirectional attention over learned absolute positions,
+post-LayerNorm residual blocks, GELU MLP, and the tied masked-LM head.
+
+This is the family of the bundled decision model (initialised from MiniLM) and of BERT-style
+masked diffusion models. It follows the window/cache contract of `WindowedModel`: a window's
+positions continue each row's cached prefix, so prefix caching is approximate exactly as for the
+other bidirectional families. Token type 0 is used for every position.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import AttentionPlan, attend
+from .cache import KVCache
+from .config import ModelConfig
+from .model import WindowedModel
+
+
+class BertLayer(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = c.num_heads, c.head_dim
+        h = c.hidden_size
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.attn_out = nn.Linear(h, h)
+        self.attn_norm = nn.LayerNorm(h, eps=c.norm_eps)
+        self.intermediate = nn.Linear(h, c.intermediate_size)
+        self.output = nn.Linear(c.intermediate_size, h)
+        self.output_norm = nn.LayerNorm(h, eps=c.norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, cache: KVCache, layer: int, plan: AttentionPlan
+    ) -> torch.Tensor:
+        b, lw, h = x.shape
+        q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.key(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.value(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+        keys, values = cache.write(layer, k, v, plan.span)  # [B, H, S, D]
+        attn = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h)
+        x = self.attn_norm(x + self.attn_out(attn))
+        return self.output_norm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class BertLM(WindowedModel):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        h = config.hidden_size
+        self.embed = nn.Embedding(config.embedding_size, h)
+        self.positions = nn.Embedding(config.max_position_embeddings, h)
+        self.token_types = nn.Embedding(max(config.type_vocab_size, 1), h)
+        self.embed_norm = nn.LayerNorm(h, eps=config.norm_eps)
+        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_layers))
+        self.head_dense = nn.Linear(h, h)
+        self.head_norm = nn.LayerNorm(h, eps=config.norm_eps)
+        self.head_bias = nn.Parameter(torch.zeros(config.embedding_size))
+
+    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
+        x = self.embed(input_ids) + self.positions(plan.positions) + self.token_types.weight[0]
+        x = self.embed_norm(x)  # [B, Lw, H]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache, i, plan)
+        return x
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        transformed = self.head_norm(F.gelu(self.head_dense(hidden)))
+        return F.linear(transformed, self.embed.weight, self.head_bias)
