@@ -60,9 +60,10 @@ class SlotConstraint(Protocol):
         ...
 
     def options(self) -> Sequence[Sequence[int]] | None:
-        """For finite slots (enum, boolean, const, small ranges): every admissible full token
-        sequence (each of `length` tokens, filler included) consistent with the committed tokens,
-        so the sampler can score whole options. None for slots whose language is too large."""
+        """For finite slots (enum, boolean, const, small ranges): one full token sequence per
+        admissible value (its canonical spelling, padded with filler to `length` tokens)
+        consistent with the committed tokens, so the sampler can score whole options. None for
+        slots whose language is too large."""
         ...
 
 

@@ -1,0 +1,44 @@
+"""Errors raised while turning JSON Schemas into slot constraints.
+
+Every refusal names the JSON pointer of the offending schema location and the keyword at fault, so
+`decide validate` can tell a user exactly what to change. `UnsupportedSchema` means the schema is
+well formed but cannot be expressed exactly (we refuse rather than loosen); `MalformedSchema` means
+the schema itself is invalid. `DecodeMismatch` is raised when committed tokens decode to a value
+that `jsonschema` rejects: that is a bug in this package, never a user error.
+"""
+
+from __future__ import annotations
+
+
+class SchemaError(ValueError):
+    """A schema that cannot be compiled; `pointer` is a JSON pointer into the question schema."""
+
+    def __init__(self, pointer: str, keyword: str, message: str) -> None:
+        self.pointer = pointer
+        self.keyword = keyword
+        self.message = message
+        super().__init__(f"{pointer or '#'}: {keyword}: {message}")
+
+
+class UnsupportedSchema(SchemaError):
+    """Well-formed schema whose language cannot be expressed exactly as a slot automaton."""
+
+
+class MalformedSchema(SchemaError):
+    """Schema that is not valid draft 2020-12 (wrong keyword types, dangling `$ref`, bad regex)."""
+
+
+class UnsupportedTokenizer(ValueError):
+    """A tokenizer whose token → text mapping this package cannot reproduce exactly."""
+
+
+class DecodeMismatch(AssertionError):
+    """Committed tokens decoded to text the schema rejects: a bug, never a user error."""
+
+
+def child(pointer: str, *parts: str | int) -> str:
+    """JSON pointer of a sub-location, escaping `~` and `/` as RFC 6901 requires."""
+    out = pointer
+    for part in parts:
+        out += "/" + str(part).replace("~", "~0").replace("/", "~1")
+    return out

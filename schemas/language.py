@@ -1,0 +1,418 @@
+"""JSON Schema (draft 2020-12) → the byte language of a slot's canonical compact JSON values.
+
+`compile_language(schema)` returns a `Language`: a minimal byte DFA (with code point counters for
+length-bounded strings, see `automata`) whose accepted strings are canonical compact JSON texts of
+values the schema accepts. Canonical means: no whitespace, object keys in one fixed order (first
+appearance in the schema), strings escaped as `json.dumps(ensure_ascii=False)` does, integers
+without sign on zero or exponent, non-integers as plain decimals of at most 15 digits. Every keyword
+is either expressed exactly, ignored because draft 2020-12 makes it an annotation, or refused with
+its JSON pointer. `not` and `if`/`then`/`else` are built by complement when the negated or tested
+language is complete; other assertions (`contains`, `oneOf` between overlapping branches,
+non-integral `multipleOf`, …) are still exact when the rest of the schema admits few values: those
+are enumerated and filtered by `jsonschema` itself. The language may leave out values it cannot
+spell canonically (objects with undeclared keys, numbers with more digits); it never admits an
+invalid one. `Language.complete` records whether it left nothing out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from jsonschema._utils import equal as json_equal
+
+from . import automata
+from .automata import DFA, NFA
+from .canonical import canonical_json, key_rank
+from .errors import MalformedSchema, UnsupportedSchema, child
+from .shapes import EMPTY, MAX_DIVISOR, Conj, Lang, Shapes, literal, union
+
+ANNOTATIONS = {
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$defs",
+    "definitions",
+    "$anchor",
+    "$schema",
+    "$id",
+}
+STRUCTURAL = {
+    "type",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+}
+# Exact only by enumerating a finite candidate set and asking jsonschema.
+FILTERS = {
+    "not",
+    "if",
+    "then",
+    "else",
+    "multipleOf",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "dependentRequired",
+    "dependentSchemas",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+}
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+TYPES = ("null", "boolean", "object", "array", "string", "integer", "fraction")
+ENUMERATION_LIMIT = 1024
+MAX_NESTING = 3  # arrays/objects inside arrays/objects deeper than this are left out
+
+
+@dataclass
+class Language:
+    """The compiled byte language of one schema, with what is needed to decode and re-check."""
+
+    dfa: DFA
+    complete: bool
+    schema: Any
+    validator: Any = field(repr=False)
+    key_rank: dict[str, int] = field(repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # jsonschema validators hold closures; rebuild instead of pickling (Ray workers).
+        return {k: v for k, v in self.__dict__.items() if k != "validator"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.validator = jsonschema.Draft202012Validator(self.schema, format_checker=FORMAT_CHECKER)
+
+    def canonical(self, value: Any) -> str:
+        return canonical_json(value, self.key_rank)
+
+    def accepts(self, text: str) -> bool:
+        return self.dfa.accepts(text.encode("utf-8"))
+
+    def values(self, limit: int) -> list[str] | None:
+        found = automata.enumerate_strings(self.dfa, limit)
+        return None if found is None else [s.decode("utf-8") for s in found]
+
+
+FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
+_ANY_VALUE: dict[int, DFA] = {}
+
+
+class _Compiler(Shapes):
+    def __init__(self, root: Any, max_recursion: int) -> None:
+        self.root = root
+        self.max_recursion = max_recursion
+        self.validator = jsonschema.Draft202012Validator(root, format_checker=FORMAT_CHECKER)
+        self.rank = key_rank(root)
+        self.anchors: dict[str, str] = {}
+        self._find_anchors(root, "")
+
+    def _find_anchors(self, schema: Any, ptr: str) -> None:
+        if isinstance(schema, dict):
+            for kw, sub in schema.items():
+                if kw == "$anchor" and isinstance(sub, str):
+                    self.anchors[sub] = ptr
+                elif kw == "$id" and ptr:
+                    raise UnsupportedSchema(child(ptr, kw), kw, "$id below the root")
+                elif kw not in ("enum", "const"):
+                    self._find_anchors(sub, child(ptr, kw))
+        elif isinstance(schema, list):
+            for i, sub in enumerate(schema):
+                self._find_anchors(sub, child(ptr, i))
+
+    def resolve(self, ptr: str, ref: Any) -> tuple[str, Any]:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise UnsupportedSchema(ptr, "$ref", f"only local '#…' references are supported: {ref}")
+        frag = ref[1:]
+        if frag and not frag.startswith("/"):
+            if frag not in self.anchors:
+                raise MalformedSchema(ptr, "$ref", f"no $anchor named {frag!r}")
+            frag = self.anchors[frag]
+        target: Any = self.root
+        from urllib.parse import unquote
+
+        for part in frag.split("/")[1:]:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise MalformedSchema(ptr, "$ref", f"{ref} points nowhere")
+        return frag, target
+
+    def valid(self, conj: Conj, value: Any) -> bool:
+        return all(self.validator.evolve(schema=s).is_valid(value) for _, s in conj)
+
+    # The main recursion ------------------------------------------------------------------------
+
+    def node(self, conj: Conj, refs: tuple[str, ...]) -> Lang:
+        flat: Conj = []
+        work = list(conj)
+        seen: set[int] = set()
+        while work:
+            ptr, s = work.pop(0)
+            if len(refs) > 64:
+                raise UnsupportedSchema(ptr, "$ref", "more than 64 nested references")
+            if s is True:
+                continue
+            if s is False:
+                return EMPTY
+            if not isinstance(s, dict):
+                raise MalformedSchema(ptr, "", "a schema must be an object or a boolean")
+            if id(s) in seen:
+                continue
+            seen.add(id(s))
+            for kw in s:
+                if kw in ("$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$vocabulary"):
+                    raise UnsupportedSchema(child(ptr, kw), kw, f"{kw} is not supported")
+                known = kw in ANNOTATIONS or kw in STRUCTURAL or kw in FILTERS
+                if not known and not kw.startswith("x-"):
+                    raise UnsupportedSchema(
+                        child(ptr, kw),
+                        kw,
+                        "unknown keyword (a typo?); prefix with x- to mark an extension",
+                    )
+            if "$schema" in s and s["$schema"].rstrip("#") != DRAFT:
+                raise UnsupportedSchema(child(ptr, "$schema"), "$schema", "only draft 2020-12")
+            flat.append((ptr, s))
+            if "$ref" in s:
+                target_ptr, target = self.resolve(child(ptr, "$ref"), s["$ref"])
+                if refs.count(target_ptr) >= self.max_recursion:
+                    return Lang(EMPTY.build, False)  # recursion cut: deeper values left out
+                refs = (*refs, target_ptr)
+                work.append((target_ptr, target))
+            for i, sub in enumerate(s.get("allOf", ())):
+                work.append((child(ptr, "allOf", i), sub))
+        for i, (ptr, s) in enumerate(flat):
+            if "anyOf" in s:
+                rest = [
+                    *flat[:i],
+                    (ptr, {k: v for k, v in s.items() if k != "anyOf"}),
+                    *flat[i + 1 :],
+                ]
+                branches = [
+                    self.node([*rest, (child(ptr, "anyOf", j), b)], refs)
+                    for j, b in enumerate(s["anyOf"])
+                ]
+                return union(branches)
+        for i, (_, s) in enumerate(flat):
+            if "oneOf" in s:
+                return self.one_of(flat, i, refs)
+        filters = [
+            (child(ptr, kw), kw)
+            for ptr, s in flat
+            for kw in s
+            if kw in FILTERS
+            and not (kw == "uniqueItems" and s[kw] is False)
+            and not (kw == "multipleOf" and _integral_divisor(s[kw]))
+        ]
+        if filters and all(kw == "not" for _, kw in filters):
+            built = self.negation(flat, refs)
+            if built is not None:
+                return built
+        conditional = [i for i, (_, s) in enumerate(flat) if "if" in s]
+        if len(conditional) == 1 and all(kw in ("if", "then", "else") for _, kw in filters):
+            built = self.condition(flat, conditional[0], refs)
+            if built is not None:
+                return built
+        if filters and all(kw == "uniqueItems" for _, kw in filters):
+            unique = [s["uniqueItems"] for _, s in flat if "uniqueItems" in s]
+            arrays = any(s.get("type") == "array" for _, s in flat)
+            if arrays and any(unique):
+                built = self.unique_array(flat, refs)
+                if built is not None:
+                    return built
+        if filters:
+            # `flat` is already expanded, so its allOf / $ref must not be expanded again.
+            drop = FILTERS | {"allOf", "$ref"}
+            stripped = [(p, {k: v for k, v in s.items() if k not in drop}) for p, s in flat]
+            base = self.node(stripped, refs)
+            return self.enumerate(base, flat, filters[0])
+        if not flat:
+            return self.any_value(refs.count("<nest>"))
+        return self.typed(flat, refs)
+
+    def negation(self, flat: Conj, refs: tuple[str, ...]) -> Lang | None:
+        """`not` by complement: exact when the negated language is complete and uncounted (a value
+        outside it is then invalid for it). None when that does not hold."""
+        drop = {"not", "allOf", "$ref"}
+        rest = [(p, {k: v for k, v in s.items() if k not in drop}) for p, s in flat]
+        base = self.node(rest, refs)
+        dfa = self.language_of(base)
+        # base ∖ inner = base ∖ (inner ∩ base): narrowing the negated schema by the rest lets it
+        # be complete far more often (e.g. `not: {minimum: 5}` next to `type: integer`).
+        for ptr, s in flat:
+            if "not" not in s:
+                continue
+            inner = self.node([(child(ptr, "not"), s["not"]), *rest], refs)
+            if not inner.complete:
+                return None
+            negated = self.language_of(inner)
+            if negated.region.any():
+                return None
+            dfa = automata.product(dfa, automata.complement(negated))
+        return Lang(lambda nfa: nfa.embed(dfa, None), base.complete)
+
+    def condition(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang | None:
+        """`if`/`then`/`else` as (IF ∩ THEN) ∪ (ELSE ∖ IF), every part narrowed by the rest of the
+        schema; exact when IF is complete and uncounted. None when that does not hold."""
+        ptr, s = flat[i]
+        drop = {"if", "then", "else", "allOf", "$ref"}
+        rest = [(p, {k: v for k, v in x.items() if k not in drop}) for p, x in flat]
+        cond = self.node([(child(ptr, "if"), s["if"]), *rest], refs)
+        if not cond.complete:
+            return None
+        cond_dfa = self.language_of(cond)
+        if cond_dfa.region.any():
+            return None
+        parts = []
+        for kw, keep in (("then", cond_dfa), ("else", automata.complement(cond_dfa))):
+            branch = [(child(ptr, kw), s[kw])] if kw in s else []
+            lang = self.node([*branch, *rest], refs)
+            parts.append((automata.product(self.language_of(lang), keep), lang.complete))
+        return Lang(
+            lambda nfa: nfa.alt(nfa.embed(d, None) for d, _ in parts), all(c for _, c in parts)
+        )
+
+    def any_value(self, nesting: int) -> Lang:
+        """Unconstrained value: its (region-free) DFA is built once per nesting level."""
+        if nesting not in _ANY_VALUE:
+            _ANY_VALUE[nesting] = self.language_of(self.typed([], ("<nest>",) * nesting))
+        dfa = _ANY_VALUE[nesting]
+        return Lang(lambda nfa: nfa.embed(dfa), False)
+
+    def language_of(self, lang: Lang) -> DFA:
+        nfa = NFA()
+        return automata.determinize(nfa, lang.build(nfa))
+
+    def enumerate(self, base: Lang, conj: Conj, blame: tuple[str, str]) -> Lang:
+        """Exact filter through jsonschema of a finite candidate language."""
+        texts = automata.enumerate_strings(self.language_of(base), ENUMERATION_LIMIT)
+        if texts is None:
+            ptr, kw = blame
+            raise UnsupportedSchema(
+                ptr,
+                kw,
+                f"{kw} is only supported where the rest of the schema admits at most "
+                f"{ENUMERATION_LIMIT} values",
+            )
+        keep = [t.decode("utf-8") for t in texts if self.valid(conj, json.loads(t))]
+        return Lang(literal(keep).build, base.complete)
+
+    def one_of(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang:
+        ptr, s = flat[i]
+        rest = [*flat[:i], (ptr, {k: v for k, v in s.items() if k != "oneOf"}), *flat[i + 1 :]]
+        branches = [
+            self.node([*rest, (child(ptr, "oneOf", j), b)], refs) for j, b in enumerate(s["oneOf"])
+        ]
+        dfas = [self.language_of(b) for b in branches]
+        disjoint = all(
+            not automata.intersects(dfas[a], dfas[b])
+            for a in range(len(dfas))
+            for b in range(a + 1, len(dfas))
+        )
+        if disjoint and all(b.complete for b in branches):
+            return union(branches)
+        return self.enumerate(union(branches), flat, (child(ptr, "oneOf"), "oneOf"))
+
+    def typed(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
+        enums = [
+            (p, s["enum"] if "enum" in s else [s["const"]])
+            for p, s in flat
+            if "enum" in s or "const" in s
+        ]
+        if enums:
+            candidates = list(enums[0][1])
+            for _, values in enums[1:]:
+                candidates = [v for v in candidates if any(json_equal(v, w) for w in values)]
+            texts: list[str] = []
+            for v in candidates:
+                if self.valid(flat, v):
+                    text = canonical_json(v, self.rank)
+                    if text not in texts:
+                        texts.append(text)
+            return literal(texts)
+        types = set(TYPES)
+        for _, s in flat:
+            if "type" in s:
+                names = s["type"] if isinstance(s["type"], list) else [s["type"]]
+                allowed = set()
+                for name in names:
+                    allowed |= {"integer", "fraction"} if name == "number" else {name}
+                types &= allowed
+        parts = []
+        for t in TYPES:
+            if t in types:
+                parts.append(getattr(self, "t_" + t)(flat, refs))
+        if not parts:
+            return EMPTY
+        return union(parts)
+
+    # One method per JSON type ------------------------------------------------------------------
+
+
+def _integral_divisor(value: Any) -> bool:
+    """multipleOf values built structurally (a remainder automaton); others are enumerated,
+    since jsonschema divides floats (0.3 is not a multiple of 0.1 there)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return float(value).is_integer() and 0 < value <= MAX_DIVISOR
+
+
+def compile_language(schema: Any, *, max_recursion: int = 3) -> Language:
+    """Compile one question schema; raises `UnsupportedSchema` / `MalformedSchema`."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        path = list(exc.absolute_path)
+        keyword = next((str(p) for p in reversed(path) if isinstance(p, str)), str(exc.validator))
+        raise MalformedSchema(child("", *path), keyword, exc.message) from None
+    comp = _Compiler(schema, max_recursion)
+    try:
+        lang = comp.node([("", schema)], ())
+        nfa = NFA()
+        dfa = automata.determinize(nfa, lang.build(nfa))
+    except automata.RegionConflict as exc:
+        ptr = exc.regions[-1].pointer
+        raise UnsupportedSchema(
+            ptr,
+            "maxLength",
+            "strings with different length bounds in one union (anyOf / type "
+            "list) cannot share a counter",
+        ) from None
+    except automata.TooComplex as exc:
+        raise UnsupportedSchema("", "", f"schema too large to compile: {exc}") from None
+    return Language(dfa, lang.complete, schema, comp.validator, comp.rank)

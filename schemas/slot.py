@@ -1,0 +1,352 @@
+"""Compiled slots and their per-block constraints: exact masks by fixed-length reachability.
+
+`compile_slot(schema, vocab)` → `CompiledSlot` (immutable, cached per vocabulary; compile once per
+job): the schema's byte language, its token automaton, the slot length (longest accepted token path,
+capped by `max_tokens`) and, for small finite languages, the values with one token spelling each.
+`CompiledSlot.new_constraint(filler_id)` → `SlotState`, the cheap mutable `SlotConstraint` of one
+slot in one block. A slot of length L spells one value in its first k tokens and the filler in the
+remaining L - k. For every position p the state keeps F[p] (product states reachable from the start
+through the committed tokens before p) and B[p] (states from which the positions p..L-1 can still be
+completed consistently with the committed tokens there); a token t is allowed at an open position p
+iff some transition of t leads from F[p] into B[p + 1]. That is exactly "on an accepting path
+consistent with every committed token", and a feasible slot therefore never has an empty row.
+Commits update F forward and B backward only as far as they change; mask rows are cached on the
+compiled slot by (F[p], B[p + 1]) so documents after the first reuse them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import DecodeMismatch, UnsupportedSchema
+from .language import Language, compile_language
+from .tokens import TokenAutomaton
+from .vocab import Vocabulary
+
+if TYPE_CHECKING:
+    import torch
+
+# `decide.engine.constraints` (and torch) are imported where a constraint is made, not at module
+# import: compiling and `decide validate` must not load the engine package and its models.
+
+DEFAULT_MAX_TOKENS = 32
+MAX_OPTIONS = 128
+_CACHE_ROWS = 16_384
+SLOT_CACHE_SIZE = 512
+
+
+@dataclass(frozen=True)
+class Decoded:
+    value: Any
+    text: str
+
+
+class CompiledSlot:
+    """One question schema compiled against one vocabulary; share it across documents."""
+
+    def __init__(
+        self, schema: Any, vocab: Vocabulary, language: Language, max_tokens: int, max_options: int
+    ) -> None:
+        self.schema = schema
+        self.vocab = vocab
+        self.language = language
+        self.automaton = auto = TokenAutomaton(language.dfa, vocab)
+        self.n = auto.n_states
+        self.done = self.n
+        self._acc = auto.accepting
+        self._rows: dict[bytes, np.ndarray] = {}
+        # Per filler id: F, B and mask rows of a slot with nothing committed.
+        self._fresh: dict[int, tuple[list, list, np.ndarray | None]] = {}
+        reach = self._start()
+        lengths = []
+        for k in range(1, max_tokens + 65):
+            reach = self._any(reach, filler=False)
+            if not reach.any():
+                break
+            if reach[self._acc].any():
+                lengths.append(k)
+        fitting = [k for k in lengths if k <= max_tokens]
+        if not fitting:
+            raise UnsupportedSchema(
+                "", "maxLength", f"no value of this schema fits in {max_tokens} tokens"
+            )
+        self.length = max(fitting)
+        self.min_length = min(fitting)
+        self.truncated = bool(lengths[-1] > max_tokens) or bool(reach.any())
+        self.values: list[str] | None = language.values(max_options)
+        self.value_tokens: list[list[int]] | None = None
+        if self.values is not None:
+            self.value_tokens = []
+            kept = []
+            for text in self.values:
+                ids = vocab.encode(text)
+                if ids is not None and len(ids) <= self.length and self._accepts(ids):
+                    self.value_tokens.append(ids)
+                    kept.append(text)
+            self.values = kept
+
+    # DP primitives over product states (index n = DONE, the filler tail) ---------------------
+
+    def _start(self) -> np.ndarray:
+        f = np.zeros(self.n + 1, dtype=bool)
+        f[self.automaton.start] = True
+        return f
+
+    def _final(self) -> np.ndarray:
+        b = np.zeros(self.n + 1, dtype=bool)
+        b[self._acc] = True
+        b[self.done] = True
+        return b
+
+    def _any(self, f: np.ndarray, filler: bool = True) -> np.ndarray:
+        a = self.automaton
+        out = np.zeros(self.n + 1, dtype=bool)
+        out[a.pair_dst[f[a.pair_src]]] = True
+        if filler and (f[self.done] or f[self._acc].any()):
+            out[self.done] = True
+        return out
+
+    def _any_back(self, b: np.ndarray) -> np.ndarray:
+        a = self.automaton
+        out = np.zeros(self.n + 1, dtype=bool)
+        out[a.pair_src[b[a.pair_dst]]] = True
+        if b[self.done]:
+            out[self._acc] = True
+            out[self.done] = True
+        return out
+
+    def _step(self, f: np.ndarray, token: int, filler: int) -> np.ndarray:
+        out = np.zeros(self.n + 1, dtype=bool)
+        if token == filler:
+            out[self.done] = bool(f[self.done] or f[self._acc].any())
+        else:
+            src, dst = self.automaton.token_pairs(token)
+            out[dst[f[src]]] = True
+        return out
+
+    def _back(self, b: np.ndarray, token: int, filler: int) -> np.ndarray:
+        out = np.zeros(self.n + 1, dtype=bool)
+        if token == filler:
+            if b[self.done]:
+                out[self._acc] = True
+                out[self.done] = True
+        else:
+            src, dst = self.automaton.token_pairs(token)
+            out[src[b[dst]]] = True
+        return out
+
+    def _accepts(self, ids: Sequence[int]) -> bool:
+        f = self._start()
+        for t in ids:
+            f = self._step(f, int(t), -1)
+        return bool(f[self._acc].any())
+
+    def _row(self, f: np.ndarray, b: np.ndarray) -> np.ndarray:
+        key = f.tobytes() + b.tobytes()
+        row = self._rows.get(key)
+        if row is None:
+            a = self.automaton
+            live = f[a.pair_src] & b[a.pair_dst]
+            classes = np.unique(a.pair_cls[live])
+            if len(classes):
+                row = np.bitwise_or.reduce(a.class_masks[classes], axis=0)
+            else:
+                row = np.zeros(a.width, dtype=np.int32)
+            if len(self._rows) >= _CACHE_ROWS:
+                self._rows.clear()
+            self._rows[key] = row
+        return row
+
+    # Public API ------------------------------------------------------------------------------
+
+    @property
+    def finite(self) -> bool:
+        return self.values is not None
+
+    def new_constraint(self, filler_id: int) -> SlotState:
+        """A fresh `SlotConstraint` for one slot of one block."""
+        return SlotState(self, filler_id)
+
+    def decode(self, tokens: Sequence[int], filler_id: int) -> Decoded:
+        """Value spelled by a full slot (value tokens, then filler), re-checked by jsonschema."""
+        ids = [int(t) for t in tokens]
+        if len(ids) != self.length:
+            raise ValueError(f"expected {self.length} tokens, got {len(ids)}")
+        k = ids.index(filler_id) if filler_id in ids else len(ids)
+        if any(t != filler_id for t in ids[k:]) or not self._accepts(ids[:k]):
+            raise DecodeMismatch(f"tokens {ids} are not a value of {json.dumps(self.schema)}")
+        text = self.vocab.detokenize(ids[:k]).decode("utf-8")
+        value = json.loads(text)
+        errors = [e.message for e in self.language.validator.iter_errors(value)]
+        if errors or not self.language.accepts(text):
+            raise DecodeMismatch(f"{text!r} decoded from {ids} is invalid: {errors}")
+        return Decoded(value, text)
+
+
+class SlotState:
+    """Mutable per-block state of one slot (implements the engine's `SlotConstraint`)."""
+
+    def __init__(self, compiled: CompiledSlot, filler_id: int) -> None:
+        vocab = compiled.vocab
+        if filler_id < vocab.size and filler_id not in vocab.excluded:
+            raise ValueError(
+                f"filler token {filler_id} can spell value text; pass it in the vocabulary's "
+                "excluded ids so a value and its filler tail can never be confused"
+            )
+        self.compiled = compiled
+        self.filler = int(filler_id)
+        self._length = compiled.length
+        from decide.engine.constraints import bitmask_width
+
+        self.width = max(bitmask_width(vocab.size), bitmask_width(filler_id + 1))
+        length = self._length
+        self.tokens = np.full(length, -1, dtype=np.int64)
+        fresh = compiled._fresh.get(self.filler)
+        if fresh is None:
+            f = [compiled._start()]
+            for _ in range(length):
+                f.append(compiled._any(f[-1]))
+            b = [compiled._final()]
+            for _ in range(length):
+                b.append(compiled._any_back(b[-1]))
+            b.reverse()
+            fresh = compiled._fresh[self.filler] = (f, b, None)
+        # The arrays are shared with the compiled slot: commits replace list items, never mutate
+        # an array in place.
+        self.f, self.b = list(fresh[0]), list(fresh[1])
+        if fresh[2] is not None:
+            self.rows = fresh[2].copy()
+            self.dirty = np.zeros(length, dtype=bool)
+        else:
+            self.rows = np.zeros((length, self.width), dtype=np.int32)
+            self.dirty = np.ones(length, dtype=bool)
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def feasible(self) -> bool:
+        return bool(self.f[self._length][self.compiled._acc].any() or self.f[-1][-1])
+
+    def _allowed(self, position: int, token: int) -> bool:
+        c = self.compiled
+        f, b = self.f[position], self.b[position + 1]
+        if token == self.filler:
+            return bool((f[c.done] or f[c._acc].any()) and b[c.done])
+        src, dst = c.automaton.token_pairs(token)
+        return bool((f[src] & b[dst]).any())
+
+    def commit(self, position: int, token: int) -> bool:
+        if not 0 <= position < self._length:
+            raise IndexError(f"position {position} outside slot of length {self._length}")
+        token = int(token)
+        if self.tokens[position] >= 0:
+            return bool(self.tokens[position] == token)
+        if not self._allowed(position, token):
+            return False
+        c = self.compiled
+        self.tokens[position] = token
+        self.dirty[position] = True
+        for p in range(position, self._length):
+            t = int(self.tokens[p])
+            nxt = c._any(self.f[p]) if t < 0 else c._step(self.f[p], t, self.filler)
+            if p > position and np.array_equal(nxt, self.f[p + 1]):
+                break
+            self.f[p + 1] = nxt
+            if p + 1 < self._length:
+                self.dirty[p + 1] = True
+        for p in range(position, -1, -1):
+            t = int(self.tokens[p])
+            prv = c._any_back(self.b[p + 1]) if t < 0 else c._back(self.b[p + 1], t, self.filler)
+            if p < position and np.array_equal(prv, self.b[p]):
+                break
+            self.b[p] = prv
+            if p >= 1:
+                self.dirty[p - 1] = True
+        return True
+
+    def fill_bitmask(self, out: torch.Tensor) -> None:
+        import torch
+
+        from decide.engine.constraints import InfeasibleSlot
+
+        if out.dtype != torch.int32 or out.device.type != "cpu" or out.dim() != 2:
+            raise ValueError(
+                f"bitmask must be a 2-D int32 CPU tensor, got {out.dtype} "
+                f"{tuple(out.shape)} on {out.device}"
+            )
+        if out.shape[0] != self._length or out.shape[1] < self.width:
+            raise ValueError(
+                f"bitmask shape {tuple(out.shape)} does not fit slot [{self._length}, "
+                f">= {self.width}]"
+            )
+        if not self.feasible():
+            raise InfeasibleSlot("no value is consistent with the committed tokens")
+        c = self.compiled
+        for p in np.nonzero(self.dirty)[0].tolist():
+            row = self.rows[p]
+            row[:] = 0
+            t = int(self.tokens[p])
+            if t >= 0:
+                row[t >> 5] = np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+            else:
+                base = c._row(self.f[p], self.b[p + 1])
+                row[: len(base)] = base
+                if self._allowed(p, self.filler):
+                    row[self.filler >> 5] |= np.uint32(1 << (self.filler & 31)).view(np.int32)
+            self.dirty[p] = False
+        fresh = c._fresh[self.filler]
+        if fresh[2] is None and not (self.tokens >= 0).any():
+            c._fresh[self.filler] = (fresh[0], fresh[1], self.rows.copy())
+        view = out.numpy()
+        view[:, : self.width] = self.rows
+        view[:, self.width :] = 0
+
+    def is_complete(self) -> bool:
+        return bool((self.tokens >= 0).all())
+
+    def options(self) -> list[list[int]] | None:
+        """One full token sequence (value spelling + filler) per admissible value, for finite
+        languages; the spelling is the tokenizer's own when it fits, else the fewest tokens."""
+        c = self.compiled
+        if c.value_tokens is None:
+            return None
+        out = []
+        for ids in c.value_tokens:
+            seq = ids + [self.filler] * (self._length - len(ids))
+            if all(t < 0 or t == s for t, s in zip(self.tokens.tolist(), seq, strict=True)):
+                out.append(seq)
+        return out
+
+    def decode(self) -> Decoded:
+        if not self.is_complete():
+            raise ValueError("slot is not complete")
+        return self.compiled.decode(self.tokens.tolist(), self.filler)
+
+
+def compile_slot(
+    schema: Any,
+    vocab: Vocabulary,
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_recursion: int = 3,
+    max_options: int = MAX_OPTIONS,
+) -> CompiledSlot:
+    """Compile (or fetch from the vocabulary's cache) the slot of one question schema."""
+    key = (json.dumps(schema, ensure_ascii=False), max_tokens, max_recursion, max_options)
+    cache: OrderedDict = vocab.__dict__.setdefault("_slots", OrderedDict())
+    slot = cache.get(key)
+    if slot is None:
+        language = compile_language(schema, max_recursion=max_recursion)
+        slot = cache[key] = CompiledSlot(schema, vocab, language, max_tokens, max_options)
+        if len(cache) > SLOT_CACHE_SIZE:  # per-row question schemas must not grow it forever
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return slot

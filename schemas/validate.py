@@ -1,0 +1,78 @@
+"""`decide validate SPEC` support: compile every question and report supported or refused.
+
+`check_questions([(id, schema), …], vocab)` compiles each schema (with the vocabulary when one is
+given, so the slot length in tokens is known) and never raises for a bad schema: each question gets
+a `QuestionReport` with the refusal's JSON pointer, keyword and message. `render_table` prints them
+as a fixed-width text table for the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SchemaError
+from .language import compile_language
+from .slot import DEFAULT_MAX_TOKENS, compile_slot
+from .vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class QuestionReport:
+    question_id: str
+    supported: bool
+    slot_length: int | None = None
+    values: int | None = None  # number of admissible values when the language is small
+    truncated: bool = False  # some values need more than slot_length tokens
+    pointer: str | None = None
+    keyword: str | None = None
+    message: str | None = None
+
+
+def check_questions(
+    questions: Iterable[tuple[str, Any]],
+    vocab: Vocabulary | None = None,
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> list[QuestionReport]:
+    """Per question: supported (slot length when `vocab` is given) or refused (pointer, keyword)."""
+    out = []
+    for qid, schema in questions:
+        try:
+            if vocab is None:
+                compile_language(schema)
+                out.append(QuestionReport(qid, True))
+            else:
+                slot = compile_slot(schema, vocab, max_tokens=max_tokens)
+                n = None if slot.values is None else len(slot.values)
+                out.append(QuestionReport(qid, True, slot.length, n, slot.truncated))
+        except SchemaError as exc:
+            out.append(
+                QuestionReport(
+                    qid, False, pointer=exc.pointer or "#", keyword=exc.keyword, message=exc.message
+                )
+            )
+    return out
+
+
+def render_table(reports: list[QuestionReport]) -> str:
+    """Fixed-width text table, one line per question."""
+    rows = [("question", "status", "slot", "detail")]
+    for r in reports:
+        if r.supported:
+            slot = "-" if r.slot_length is None else str(r.slot_length)
+            detail = []
+            if r.values is not None:
+                detail.append(f"{r.values} values")
+            if r.truncated:
+                detail.append("longer values cut at slot length")
+            rows.append((r.question_id, "supported", slot, ", ".join(detail)))
+        else:
+            rows.append((r.question_id, "refused", "-", f"{r.pointer} {r.keyword}: {r.message}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
