@@ -1,0 +1,346 @@
+"""Triton kernel for `masked_confidence`: one streaming pass over the logits, no masked copy.
+
+Program (n, k) reads output row n's logits row (`rows[n]` or n) over the k-th contiguous chunk of
+the first `vocab` columns, tile by tile, and never writes a masked copy. Each tile is viewed as
+[BLOCK_W, 32] so that one int32 bitmask word broadcasts along its 32 tokens. State is kept per lane
+(the tile's [BLOCK_W, 32] positions) so a tile costs one block reduction (its maximum, which the
+online softmax needs) instead of five: per lane the rescaled exp-sum `s`, the entropy accumulator
+`t` = Σ e·(x − m), and the lane's best logit, its id (the lane's first, hence lowest) and its
+runner-up. The main loop loads two tiles before folding either (more bytes in flight for the
+same lane state). With one chunk per row the same program finishes the row; with several, each
+writes a partial (max, s, t, best id, runner-up) and `_combine_kernel` merges them in chunk
+order, which keeps "lowest id wins" exact. Semantics (empty rows, ties, −inf logits) are those of
+`masked_confidence_ref`; arguments arrive checked by `masked_confidence.masked_confidence`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from decide.kernels import dispatch
+from decide.kernels.dispatch import FP_FUSION
+from decide.kernels.masked_confidence_ref import MaskedConfidence
+from decide.kernels.triton_common import reduce_max, reduce_min, reduce_sum
+
+INT32_MAX: tl.constexpr = tl.constexpr(2**31 - 1)
+
+# A chunk should span several tiles, or the partials and the second launch stop paying for
+# themselves; a GPU wants a few resident programs per SM to keep enough loads in flight.
+MIN_TILES_PER_SPLIT = 4
+PROGRAMS_PER_SM = 4
+
+
+@triton.jit
+def _finish(
+    n,
+    best,
+    token,
+    second,
+    total,
+    ent_acc,
+    token_out,
+    prob_out,
+    margin_out,
+    entropy_out,
+    ENTROPY: tl.constexpr,
+):
+    # `best` is also the softmax shift, so exp(best - shift) == 1 and prob == 1 / total.
+    empty = best == float("-inf")
+    total = tl.where(empty, 1.0, total)
+    prob = 1.0 / total
+    second_p = tl.exp(second - tl.where(empty, 0.0, best)) / total
+    nan = float("nan")
+    tl.store(token_out + n, tl.where(empty, -1, token).to(tl.int64))
+    tl.store(prob_out + n, tl.where(empty, nan, prob))
+    tl.store(margin_out + n, tl.where(empty, nan, prob - second_p))
+    if ENTROPY:
+        entropy = tl.log(total) - ent_acc / total
+        tl.store(entropy_out + n, tl.where(empty, nan, entropy))
+
+
+@triton.jit
+def _load_tile(
+    x_row, stride_lv, b_row, stride_bw, v0, end, MASKED: tl.constexpr, BLOCK_W: tl.constexpr
+):
+    """Logits of tokens [v0, v0 + 32·BLOCK_W) as fp32 [BW, 32], −inf where not allowed; ids."""
+    neg_inf = float("-inf")
+    word = v0 // 32 + tl.arange(0, BLOCK_W)[:, None]  # [BW, 1]
+    bit = tl.arange(0, 32)[None, :]  # [1, 32]
+    cols = v0 + tl.arange(0, BLOCK_W)[:, None] * 32 + bit  # [BW, 32]
+    if MASKED:
+        in_range = cols < end
+        w = tl.load(b_row + word.to(tl.int64) * stride_bw, mask=word * 32 < end, other=0)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_lv, mask=in_range, other=neg_inf)
+        allowed = (((w >> bit) & 1) != 0) & in_range
+    else:
+        # Full tiles carry no bounds mask, so the compiler can vectorise the logits load.
+        w = tl.load(b_row + word.to(tl.int64) * stride_bw)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_lv)
+        allowed = ((w >> bit) & 1) != 0
+    return tl.where(allowed, x.to(tl.float32), neg_inf), cols
+
+
+@triton.jit
+def _rescale(m, m_new, s, t, ENTROPY: tl.constexpr):
+    """Move the lane sums from shift m to shift m_new (≥ m); returns the new shift, s, t."""
+    neg_inf = float("-inf")
+    # While nothing allowed has been seen m_new is -inf; shift by 0 so exp() stays 0, not NaN.
+    m_safe = tl.where(m_new == neg_inf, 0.0, m_new)
+    alpha = tl.exp(m - m_safe)
+    if ENTROPY:
+        moved = tl.where(m == neg_inf, 0.0, m - m_safe)
+        t = alpha * (t + moved * s)
+    return m_safe, s * alpha, t
+
+
+@triton.jit
+def _accumulate(x, cols, m_safe, s, t, top1, id1, top2, ENTROPY: tl.constexpr):
+    """Add one tile (already covered by the shift m_safe) to the lane state."""
+    neg_inf = float("-inf")
+    e = tl.exp(x - m_safe)  # [BW, 32], 0 where not allowed
+    if ENTROPY:
+        # Allowed tokens with −inf logits have e == 0 and must add 0, not 0 · −inf.
+        t += e * tl.where(x == neg_inf, 0.0, x - m_safe)
+    s += e
+    # Strict ">" keeps a lane's earliest (lowest) id on ties; a tie still lands in top2.
+    gt = x > top1
+    top2 = tl.where(gt, top1, tl.maximum(top2, x))
+    id1 = tl.where(gt, cols, id1)
+    top1 = tl.where(gt, x, top1)
+    return s, t, top1, id1, top2
+
+
+@triton.jit
+def _step(x_row, stride_lv, b_row, stride_bw, v0, end, m, s, t, top1, id1, top2,
+          MASKED: tl.constexpr, ENTROPY: tl.constexpr, BLOCK_W: tl.constexpr):  # fmt: skip
+    """Fold one tile into the running state."""
+    x, cols = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, MASKED, BLOCK_W)
+    m_new = tl.maximum(m, reduce_max(x, None))
+    m_safe, s, t = _rescale(m, m_new, s, t, ENTROPY)
+    s, t, top1, id1, top2 = _accumulate(x, cols, m_safe, s, t, top1, id1, top2, ENTROPY)
+    return m_new, s, t, top1, id1, top2
+
+
+@triton.jit
+def _masked_confidence_kernel(
+    logits,
+    stride_lm,
+    stride_lv,
+    bitmask,
+    stride_bn,
+    stride_bw,
+    rows,
+    vocab,
+    tiles_per_split,
+    token_out,
+    prob_out,
+    margin_out,
+    entropy_out,
+    part_f,
+    part_i,
+    HAS_ROWS: tl.constexpr,
+    ENTROPY: tl.constexpr,
+    FINAL: tl.constexpr,
+    PAIRS: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+):
+    n = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    BLOCK_V: tl.constexpr = BLOCK_W * 32
+    row = tl.load(rows + n).to(tl.int64) if HAS_ROWS else n.to(tl.int64)
+    x_row = logits + row * stride_lm
+    b_row = bitmask + n.to(tl.int64) * stride_bn
+
+    start = split * tiles_per_split * BLOCK_V
+    end = tl.minimum(start + tiles_per_split * BLOCK_V, vocab)
+
+    neg_inf = float("-inf")
+    m = tl.full((), neg_inf, tl.float32)  # running max of the allowed logits seen so far
+    s = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x - m)
+    t = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x - m) * (x - m)
+    top1 = tl.full((BLOCK_W, 32), neg_inf, tl.float32)
+    id1 = tl.full((BLOCK_W, 32), INT32_MAX, tl.int32)
+    top2 = tl.full((BLOCK_W, 32), neg_inf, tl.float32)
+
+    # Paired tiles: both loads are issued before either is used, doubling the bytes in flight per
+    # register of lane state, and the pair shares one rescale.
+    pair_end = start
+    if PAIRS:
+        pair_end = start + (end - start) // (2 * BLOCK_V) * (2 * BLOCK_V)
+        for v0 in range(start, pair_end, 2 * BLOCK_V):
+            xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+            xb, cb = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
+            )
+            m_new = tl.maximum(m, tl.maximum(reduce_max(xa, None), reduce_max(xb, None)))
+            m_safe, s, t = _rescale(m, m_new, s, t, ENTROPY)
+            # Tile a before tile b: each lane meets its ids in increasing order.
+            s, t, top1, id1, top2 = _accumulate(xa, ca, m_safe, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _accumulate(xb, cb, m_safe, s, t, top1, id1, top2, ENTROPY)
+            m = m_new
+    full_end = start + (end - start) // BLOCK_V * BLOCK_V
+    for v0 in range(pair_end, full_end, BLOCK_V):
+        m, s, t, top1, id1, top2 = _step(
+            x_row, stride_lv, b_row, stride_bw, v0, end, m, s, t, top1, id1, top2,
+            MASKED=False, ENTROPY=ENTROPY, BLOCK_W=BLOCK_W,
+        )  # fmt: skip
+    if full_end < end:
+        m, s, t, top1, id1, top2 = _step(
+            x_row, stride_lv, b_row, stride_bw, full_end, end, m, s, t, top1, id1, top2,
+            MASKED=True, ENTROPY=ENTROPY, BLOCK_W=BLOCK_W,
+        )  # fmt: skip
+
+    best = reduce_max(top1, None)  # equals m
+    token = reduce_min(tl.where(top1 == best, id1, INT32_MAX), None)
+    # Lane ids are distinct, so `id1 == token` singles out the winning lane; the others' bests and
+    # every lane's runner-up compete for second place.
+    second = tl.maximum(
+        reduce_max(top2, None), reduce_max(tl.where(id1 == token, neg_inf, top1), None)
+    )
+    total = reduce_sum(s, None)
+    ent_acc = reduce_sum(t, None) if ENTROPY else 0.0
+
+    if FINAL:
+        _finish(n, best, token, second, total, ent_acc, token_out, prob_out, margin_out,
+                entropy_out, ENTROPY)  # fmt: skip
+    else:
+        at = (n * n_splits + split).to(tl.int64)
+        plane = tl.num_programs(0).to(tl.int64) * n_splits
+        tl.store(part_f + at, best)
+        tl.store(part_f + plane + at, total)
+        tl.store(part_f + 2 * plane + at, ent_acc)
+        tl.store(part_f + 3 * plane + at, second)
+        tl.store(part_i + at, token)
+
+
+@triton.jit
+def _combine_kernel(
+    part_f,
+    part_i,
+    n_splits,
+    token_out,
+    prob_out,
+    margin_out,
+    entropy_out,
+    ENTROPY: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    n = tl.program_id(0)
+    k = tl.arange(0, BLOCK_S)
+    ok = k < n_splits
+    at = n.to(tl.int64) * n_splits + k
+    plane = tl.num_programs(0).to(tl.int64) * n_splits
+    neg_inf = float("-inf")
+    m_k = tl.load(part_f + at, mask=ok, other=neg_inf)  # [BS]
+    s_k = tl.load(part_f + plane + at, mask=ok, other=0.0)
+    second_k = tl.load(part_f + 3 * plane + at, mask=ok, other=neg_inf)
+    id_k = tl.load(part_i + at, mask=ok, other=INT32_MAX)
+
+    best = reduce_max(m_k, None)
+    shift = tl.where(best == neg_inf, 0.0, best)
+    w = tl.exp(m_k - shift)  # 0 for chunks without an allowed token
+    total = reduce_sum(w * s_k, None)
+    ent_acc = 0.0
+    if ENTROPY:
+        t_k = tl.load(part_f + 2 * plane + at, mask=ok, other=0.0)
+        moved = tl.where(m_k == neg_inf, 0.0, m_k - shift)
+        ent_acc = reduce_sum(w * (t_k + moved * s_k), None)
+    # Chunks cover increasing ids, so the smallest id among the tied maxima is the lowest token.
+    token = reduce_min(tl.where(m_k == best, id_k, INT32_MAX), None)
+    second = tl.maximum(
+        reduce_max(second_k, None), reduce_max(tl.where(id_k == token, neg_inf, m_k), None)
+    )
+    _finish(n, best, token, second, total, ent_acc, token_out, prob_out, margin_out, entropy_out,
+            ENTROPY)  # fmt: skip
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _is_interpreted() -> bool:
+    return type(_masked_confidence_kernel).__name__ == "InterpretedFunction"
+
+
+class ConfidenceConfig(NamedTuple):
+    block_w: int  # bitmask words per tile: a tile is 32·block_w tokens
+    splits: int  # programs per row, each over one contiguous chunk of the vocabulary
+    num_warps: int
+    pairs: bool  # load two tiles per main-loop step
+
+
+def launch_config(n_rows: int, vocab: int, device: torch.device) -> ConfidenceConfig:
+    """Tile and grid for `n_rows` rows of `vocab` tokens, chosen from sm_90 compiles, not timings.
+
+    A streaming kernel is fast when many bytes are in flight per SM. Lane state costs registers,
+    and registers bound the resident programs: 2048-token tiles on 4 warps with paired loads
+    compile to ~150 registers, 3 programs per SM and ~24 KiB of bf16 loads in flight, the best of
+    the spill-free choices by that count. `benchmarks/kernels.py --sweep` times the alternatives.
+    """
+    block_w = min(64, triton.next_power_of_2(max(1, triton.cdiv(vocab, 32))))
+    tiles = triton.cdiv(vocab, 32 * block_w)
+    splits = 1
+    if device.type == "cuda":
+        wanted = triton.cdiv(PROGRAMS_PER_SM * _sm_count(device.index or 0), max(n_rows, 1))
+        splits = max(1, min(wanted, tiles // MIN_TILES_PER_SPLIT))
+    return ConfidenceConfig(block_w, splits, 4, True)
+
+
+def masked_confidence_triton(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    rows: torch.Tensor | None,
+    vocab: int,
+    out: MaskedConfidence,
+    *,
+    config: ConfidenceConfig | None = None,
+) -> None:
+    """Fill `out` (token/prob/margin[/entropy], contiguous [N]); `config` overrides the choice."""
+    if logits.device.type != "cuda" and not _is_interpreted():
+        raise RuntimeError(
+            "masked_confidence: Triton kernels were compiled for the GPU but got CPU tensors; "
+            "set TRITON_INTERPRET=1 before decide.kernels.masked_confidence_triton is imported"
+        )
+    n = bitmask.shape[0]
+    if n == 0:
+        return
+    cfg = config or launch_config(n, vocab, logits.device)
+    tiles = max(1, triton.cdiv(vocab, 32 * cfg.block_w))
+    splits = min(cfg.splits, tiles)
+    tiles_per_split = triton.cdiv(tiles, splits)
+    splits = triton.cdiv(tiles, tiles_per_split)  # no chunk starts past the vocabulary
+
+    want_entropy = out.entropy is not None
+    entropy_out = out.entropy if want_entropy else out.prob  # never written when not wanted
+    rows_arg = rows if rows is not None else out.token  # never read when there are no rows
+    final = splits == 1
+    part_shape = (4, n, splits) if not final else (1,)
+    part_f = dispatch.scratch(part_shape, torch.float32, logits.device)
+    part_i = dispatch.scratch(part_shape[1:] or (1,), torch.int32, logits.device)
+
+    _masked_confidence_kernel[(n, splits)](
+        logits, logits.stride(0), logits.stride(1),
+        bitmask, bitmask.stride(0), bitmask.stride(1),
+        rows_arg, vocab, tiles_per_split,
+        out.token, out.prob, out.margin, entropy_out,
+        part_f, part_i,
+        HAS_ROWS=rows is not None, ENTROPY=want_entropy, FINAL=final, PAIRS=cfg.pairs,
+        BLOCK_W=cfg.block_w,
+        num_warps=cfg.num_warps,
+        enable_fp_fusion=FP_FUSION,
+    )  # fmt: skip
+    if not final:
+        _combine_kernel[(n,)](
+            part_f, part_i, splits,
+            out.token, out.prob, out.margin, entropy_out,
+            ENTROPY=want_entropy, BLOCK_S=triton.next_power_of_2(splits),
+            num_warps=1,
+            enable_fp_fusion=FP_FUSION,
+        )  # fmt: skip
