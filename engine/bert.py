@@ -67,6 +67,14 @@ class BertLM(WindowedModel):
             x = layer(x, cache, i, plan)
         return x
 
+    def _transform(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head_norm(F.gelu(self.head_dense(hidden)))
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        transformed = self.head_norm(F.gelu(self.head_dense(hidden)))
-        return F.linear(transformed, self.embed.weight, self.head_bias)
+        return F.linear(self._transform(hidden), self.embed.weight, self.head_bias)
+
+    def token_logits(
+        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
+    ) -> torch.Tensor:
+        transformed = self._transform(hidden)  # [P, H], once per state
+        return (transformed[rows] * self.embed.weight[tokens]).sum(-1) + self.head_bias[tokens]

@@ -102,6 +102,13 @@ class WindowedModel(nn.Module):
         """Logits `[..., embedding_size]` for hidden states `[..., H]`."""
         raise NotImplementedError
 
+    def token_logits(
+        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
+    ) -> torch.Tensor:
+        """`logits(hidden[rows[q]])[tokens[q]]` for each pair q `[Q]`, without computing the
+        other logits: finite answer slots only ever need a handful of candidate tokens."""
+        raise NotImplementedError
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -183,6 +190,13 @@ class DiffusionLM(WindowedModel):
             x = x + layer.mlp(layer.mlp_norm(x))
         return self.norm(x)
 
+    def _head_weight(self) -> torch.Tensor:
+        return self.embed.weight if self.lm_head is None else self.lm_head.weight
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight)
+        return F.linear(hidden, self._head_weight())
+
+    def token_logits(
+        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
+    ) -> torch.Tensor:
+        return (hidden[rows] * self._head_weight()[tokens]).sum(-1)

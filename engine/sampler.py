@@ -25,7 +25,7 @@ leave by swap-removal, so the lanes stay packed and their cache is never copied 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -275,42 +275,83 @@ class Sampler:
             row.cached = (0 if prefill else row.cached) + commit
             row.stats.nfe += 1
 
-        # Every masked position of every row's current unit, and its hidden state.
-        entries: list[tuple[int, int]] = []  # (row index, absolute position)
-        picks: list[tuple[int, int]] = []  # (row index, window offset)
-        for i, (row, (start, _, _)) in enumerate(zip(rows, windows, strict=True)):
+        # Split each row's open slots: finite ones are scored as whole options from the logits of
+        # their options' tokens only; the others position by position over the whole vocabulary.
+        dense: list[tuple[int, int]] = []  # (row index, absolute position)
+        option_slots: list[tuple[int, int, list[int], Sequence[Sequence[int]]]] = []
+        for i, row in enumerate(rows):
+            by_slot: dict[int, list[int]] = {}
             for pos in row.unit_masked():
-                entries.append((i, pos))
-                picks.append((i, pos - start))
-        if not entries:
-            return
-        index = torch.tensor(picks, device=device)
-        logits = self.model.logits(hidden[index[:, 0], index[:, 1]]).float()  # [N, V]
-        if self.width is None:
-            self.width = bitmask_width(logits.shape[1])
-        bitmask, failed = self._bitmasks(rows, entries)
-        for i in failed:
-            rows[i].result.error = failed[i]
-        best = masked_confidence(logits, bitmask.to(device))
-        tokens, probs = best.token.cpu(), best.prob.cpu()
+                by_slot.setdefault(row.masked[pos][0], []).append(pos)
+            for slot_index, positions in by_slot.items():
+                options = None
+                if len(positions) == sum(1 for s, _ in row.masked.values() if s == slot_index):
+                    options = row.slots()[slot_index].constraint.options()
+                if options is not None and 0 < len(options) <= OPTION_LIMIT:
+                    option_slots.append((i, slot_index, positions, options))
+                else:
+                    dense.extend((i, pos) for pos in positions)
+        starts = [start for start, _, _ in windows]
+        items: dict[int, list[tuple[float, int, object]]] = {i: [] for i in range(len(rows))}
+        for i, item in self._score_options(rows, option_slots, hidden, starts):
+            items[i].append(item)
+        logits = tokens = probs = None
+        if dense:
+            index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
+            logits = self.model.logits(hidden[index[:, 0], index[:, 1]]).float()  # [N, V]
+            if self.width is None:
+                self.width = bitmask_width(logits.shape[1])
+            bitmask, failed = self._bitmasks(rows, dense)
+            for i, message in failed.items():
+                rows[i].result.error = message
+            best = masked_confidence(logits, bitmask.to(device))
+            tokens, probs = best.token.cpu(), best.prob.cpu()
+            for n, (i, pos) in enumerate(dense):
+                token, prob = int(tokens[n]), float(probs[n])
+                if rows[i].rng is not None:
+                    allowed = unpack_bitmask(bitmask[n], logits.shape[1])
+                    token, prob = self._sample(rows[i], logits[n].cpu(), allowed)
+                items[i].append((prob, 1, (pos, token, n)))
 
-        by_row: dict[int, list[int]] = {}
-        for n, (i, _) in enumerate(entries):
-            by_row.setdefault(i, []).append(n)
-        for i, ns in by_row.items():
-            row = rows[i]
-            if row.result.error is not None:
+        for i, row in enumerate(rows):
+            if row.result.error is not None or not items[i]:
                 continue
             row.stats.steps += 1
             forced = self.config.max_steps is not None and row.stats.steps >= self.config.max_steps
+            row.stats.forced |= forced
             try:
-                if forced:
-                    row.stats.forced = True
-                    self._commit_all(row, [entries[n][1] for n in ns], logits[ns])
-                else:
-                    self._commit_confident(row, ns, entries, logits, tokens, probs)
+                self._commit(row, items[i], logits, forced)
             except InfeasibleSlot as exc:
                 row.result.error = f"block {row.block}: {exc}"
+
+    def _commit(
+        self,
+        row: _Row,
+        items: list[tuple[float, int, object]],
+        logits: torch.Tensor | None,
+        forced: bool,
+    ) -> None:
+        """Commit every item at or above the threshold (all of them when forced), else the most
+        confident one; items are (confidence, kind, payload), kind 0 = option, 1 = position."""
+        if forced:
+            chosen = [it for it in items if it[1] == 0]
+            positions = [it[2] for it in items if it[1] == 1]
+        else:
+            chosen = [it for it in items if it[0] >= self.config.threshold]
+            if not chosen:
+                chosen = [max(items, key=lambda it: it[0])]
+            positions = []
+        for confidence, kind, payload in sorted(chosen, key=lambda it: -it[0]):
+            if kind == 0:
+                slot_index, option, slot_positions = payload  # type: ignore[misc]
+                self._commit_option(row, slot_index, option, slot_positions, confidence)
+            else:
+                pos, token, _ = payload  # type: ignore[misc]
+                self._commit_position(row, pos, token, confidence)
+        if positions:
+            assert logits is not None
+            order = [n for _, _, n in positions]  # type: ignore[misc]
+            self._commit_all(row, [p for p, _, _ in positions], logits[order])  # type: ignore[misc]
 
     def _bitmasks(
         self, rows: list[_Row], entries: list[tuple[int, int]]
@@ -347,91 +388,60 @@ class Sampler:
             token -= 1
         return token, float(p[token])
 
-    def _commit_confident(
-        self,
-        row: _Row,
-        ns: list[int],
-        entries: list[tuple[int, int]],
-        logits: torch.Tensor,
-        tokens: torch.Tensor,
-        probs: torch.Tensor,
-    ) -> None:
-        slots = row.slots()
-        by_slot: dict[int, list[int]] = {}
-        for n in ns:
-            by_slot.setdefault(row.masked[entries[n][1]][0], []).append(n)
-        # items: (confidence, kind, payload); kind 0 = whole option, 1 = single position
-        items: list[tuple[float, int, object]] = []
-        for slot_index, slot_ns in by_slot.items():
-            constraint = slots[slot_index].constraint
-            slot_masked = [p for p, (s, _) in row.masked.items() if s == slot_index]
-            options = constraint.options() if len(slot_masked) == len(slot_ns) else None
-            if options is not None and 0 < len(options) <= OPTION_LIMIT:
-                items.append(
-                    self._score_options(
-                        row, slot_index, slot_ns, entries, logits, tokens, probs, options
-                    )
-                )
-                continue
-            for n in slot_ns:
-                token, prob = int(tokens[n]), float(probs[n])
-                if row.rng is not None:
-                    allowed = self._allowed_row(row, n, entries)
-                    token, prob = self._sample(row, logits[n], allowed)
-                items.append((prob, 1, (entries[n][1], token)))
-        if not items:
-            return
-        chosen = [it for it in items if it[0] >= self.config.threshold]
-        if not chosen:
-            chosen = [max(items, key=lambda it: it[0])]
-        for confidence, kind, payload in sorted(chosen, key=lambda it: -it[0]):
-            if kind == 0:
-                slot_index, option, positions = payload  # type: ignore[misc]
-                self._commit_option(row, slot_index, option, positions, confidence)
-            else:
-                pos, token = payload  # type: ignore[misc]
-                self._commit_position(row, pos, token, confidence)
-
-    def _allowed_row(self, row: _Row, n: int, entries: list[tuple[int, int]]) -> torch.Tensor:
-        assert self.width is not None
-        slot_index, offset = row.masked[entries[n][1]]
-        constraint = row.slots()[slot_index].constraint
-        buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
-        constraint.fill_bitmask(buffer)
-        return unpack_bitmask(buffer[offset], self._vocab())
-
-    def _vocab(self) -> int:
-        return self.model.config.embedding_size
-
     def _score_options(
         self,
-        row: _Row,
-        slot_index: int,
-        slot_ns: list[int],
-        entries: list[tuple[int, int]],
-        logits: torch.Tensor,
-        tokens: torch.Tensor,
-        probs: torch.Tensor,
-        options,
-    ) -> tuple[float, int, object]:
-        """One item for a finite slot: its best (or sampled) option and that option's
-        probability among all options, each option scored by its masked log-probabilities."""
-        start = row.slot_starts[slot_index]
-        offsets = [entries[n][1] - start for n in slot_ns]
-        ns = torch.tensor(slot_ns)
-        best_logit = logits[ns, tokens[ns]]
-        log_z = best_logit - torch.log(probs[ns])  # log of the masked partition function
-        opts = torch.tensor([[opt[o] for o in offsets] for opt in options])  # [K, m]
-        token_logits = logits[ns][torch.arange(len(slot_ns))[None, :], opts]  # [K, m]
-        scores = (token_logits - log_z[None, :]).sum(-1)  # [K]
-        if row.rng is not None:
-            p = torch.softmax(scores / self.config.temperature, -1)
-            k = int(torch.multinomial(p, 1, generator=row.rng))
-        else:
-            p = torch.softmax(scores, -1)
-            k = int(torch.argmax(p))  # first of equals: lowest option index
-        positions = [start + o for o in offsets]
-        return float(p[k]), 0, (slot_index, [int(t) for t in opts[k]], positions)
+        rows: list[_Row],
+        option_slots: list[tuple[int, int, list[int], Sequence[Sequence[int]]]],
+        hidden: torch.Tensor,
+        starts: list[int],
+    ) -> Iterator[tuple[int, tuple[float, int, object]]]:
+        """One item per finite slot: its best (or sampled) option and that option's probability
+        among the options. An option's score sums, over the slot's open positions, the log
+        probability of its token under the softmax over the tokens the options put there."""
+        if not option_slots:
+            return
+        # Every (open position, candidate token) pair of every finite slot, scored in one gather.
+        pair_rows: list[int] = []  # index into `picks`
+        pair_tokens: list[int] = []
+        picks: list[tuple[int, int]] = []
+        layout = []
+        for i, slot_index, positions, options in option_slots:
+            start = rows[i].slot_starts[slot_index]
+            offsets = [pos - start for pos in positions]
+            opts = torch.tensor([[opt[o] for o in offsets] for opt in options])  # [K, m]
+            columns = []
+            for j, pos in enumerate(positions):
+                candidates, where = torch.unique(opts[:, j], return_inverse=True)
+                columns.append((len(pair_tokens), len(candidates), where))
+                pair_rows.extend([len(picks)] * len(candidates))
+                pair_tokens.extend(candidates.tolist())
+                picks.append((i, pos - starts[i]))
+            layout.append((i, slot_index, positions, opts, columns))
+        device = hidden.device
+        index = torch.tensor(picks, device=device)
+        states = hidden[index[:, 0], index[:, 1]]  # [P, H]
+        scores_flat = (
+            self.model.token_logits(
+                states,
+                torch.tensor(pair_rows, device=device),
+                torch.tensor(pair_tokens, device=device),
+            )
+            .float()
+            .cpu()
+        )  # [Q]
+        for i, slot_index, positions, opts, columns in layout:
+            total = torch.zeros(opts.shape[0])
+            for first, count, where in columns:
+                column = scores_flat[first : first + count]
+                total += (column - torch.logsumexp(column, 0))[where]
+            row = rows[i]
+            if row.rng is not None:
+                p = torch.softmax(total / self.config.temperature, -1)
+                k = int(torch.multinomial(p, 1, generator=row.rng))
+            else:
+                p = torch.softmax(total, -1)
+                k = int(torch.argmax(p))  # first of equals: lowest option index
+            yield i, (float(p[k]), 0, (slot_index, [int(t) for t in opts[k]], positions))
 
     def _commit_option(
         self, row: _Row, slot_index: int, option: list[int], positions: list[int], p: float

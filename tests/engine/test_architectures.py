@@ -201,3 +201,16 @@ def test_low_precision_load_tracks_fp32(dtype: torch.dtype, tiny_checkpoint) -> 
         b = low.model.logits(low.model(ids, low.model.new_cache(1)))
     assert b.dtype == dtype
     assert max_rel_error(b.float(), a) <= 5e-2
+
+
+@pytest.mark.parametrize("case", ["llada", "Dream", "bert"])
+def test_token_logits_match_full_logits(case: str, tiny_checkpoint) -> None:
+    loaded = load_model(tiny_checkpoint(_model_type(case), **CASES[case]))
+    ids = _ids([9], loaded.tokenizer.vocab_size, loaded.config.mask_token_id, seed=6)
+    with torch.no_grad():
+        hidden = loaded.model(ids, loaded.model.new_cache(1))[0]  # [L, H]
+        full = loaded.model.logits(hidden)
+        rows = torch.tensor([0, 3, 3, 8, 5])
+        tokens = torch.tensor([5, 17, 50000, 0, loaded.config.mask_token_id])
+        picked = loaded.model.token_logits(hidden, rows, tokens)
+    assert max_rel_error(picked, full[rows, tokens]) <= 1e-5
