@@ -1,3 +1,21 @@
-"""decide: batches of related decision questions about documents, answered by diffusion LMs."""
+"""decide: batches of related decision questions about documents, answered by diffusion LMs.
+
+Public names: `Decider` (decide documents from Python), `Decision`, `Question`, `JobSpec`,
+`load_spec`, `run_job` (a whole parquet job) and `JobResult`. They are imported on first use, so
+`import decide.schemas` (or the CLI's `--help`) does not load torch and the model code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Decider", "Decision", "JobResult", "JobSpec", "Question", "load_spec", "run_job"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from decide import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'decide' has no attribute {name!r}")

@@ -6,7 +6,9 @@ error; 3 aborted.
 
 from __future__ import annotations
 
+import logging
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -65,3 +67,114 @@ def inspect(model_dir: Path) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         click.echo(f"{key:<{width}}  {value}")
+
+
+RUN_EXAMPLES = """
+\b
+Examples:
+  decide run examples/claims.parquet -o out/claims --spec examples/claims.yaml
+  decide run data/part-*.parquet -o out/ --spec job.yaml --model ./models/sdar --device cuda
+  decide run data/*.parquet -o out/ --spec job.yaml --resume      # continue a killed run
+
+\b
+Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configuration error,
+3 aborted (interrupted, output unwritable).
+"""
+
+
+@main.command(epilog=RUN_EXAMPLES)
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Output directory.")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Job spec (YAML/JSON).")
+@click.option(
+    "--model", type=click.Path(path_type=Path), help="Model directory (default: bundled)."
+)
+@click.option("--resume", is_flag=True, help="Continue a job in OUTPUT, skipping committed rows.")
+@click.option("--threshold", type=float, help="Commit confidence threshold (default 0.9).")
+@click.option("--max-steps", type=int, help="Denoising step cap per block.")
+@click.option("--seed", type=int, help="Seed for sampling at temperature > 0.")
+@click.option("--batch-size", type=int, default=16, show_default=True, help="Documents per batch.")
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
+)
+@click.option("--truncate", is_flag=True, help="Keep head and tail of too-long documents.")
+@click.option(
+    "--part-rows",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Decided rows per output part file.",
+)
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: tty).")
+def run(
+    inputs: tuple[Path, ...],
+    output: Path | None,
+    spec_path: Path | None,
+    model: Path | None,
+    resume: bool,
+    threshold: float | None,
+    max_steps: int | None,
+    seed: int | None,
+    batch_size: int,
+    device: str,
+    truncate: bool,
+    part_rows: int,
+    progress: bool | None,
+) -> None:
+    """Decide every document of the INPUT parquet files."""
+    from decide.jobs.output import OutputError
+    from decide.jobs.runner import run_job
+    from decide.jobs.spec import SpecError, load_spec, parse_spec
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        spec = load_spec(spec_path) if spec_path else parse_spec({}, "defaults")
+        changes = {}
+        decoding = {"threshold": threshold, "max_steps": max_steps, "seed": seed}
+        decoding = {k: v for k, v in decoding.items() if v is not None}
+        if decoding:
+            changes["decoding"] = spec.decoding.model_dump() | decoding
+        if truncate:
+            changes["long_documents"] = "truncate"
+        if changes:
+            spec = parse_spec(spec.model_dump(by_alias=True) | changes, "command line")
+        out = output or (Path(spec.output) if spec.output else None)
+        if out is None:
+            raise SpecError("no output directory: pass -o/--output or set `output:` in the spec")
+        if batch_size < 1 or part_rows < 1:
+            raise SpecError("--batch-size and --part-rows must be at least 1")
+        result = run_job(
+            spec,
+            list(inputs),
+            out,
+            model=model,
+            resume=resume,
+            batch_size=batch_size,
+            device=device,
+            part_rows=part_rows,
+            progress=progress,
+        )
+    except (SpecError, ModelLoadError) as exc:
+        _fail(str(exc), EXIT_USAGE)
+        return
+    except OutputError as exc:
+        _fail(f"{exc}; parts written so far are intact, rerun with --resume", EXIT_ABORTED)
+        return
+    except KeyboardInterrupt:
+        _fail("interrupted; parts written so far are intact, rerun with --resume", EXIT_ABORTED)
+        return
+    except Exception:  # report any bug with its traceback, then exit 3
+        traceback.print_exc()
+        _fail("aborted by an unexpected error (above); rerun with --resume", EXIT_ABORTED)
+        return
+    decided = result.ok + result.failed
+    click.echo(
+        f"decided {decided} of {result.total} documents ({result.ok} ok, {result.failed} failed"
+        + (f", {result.invalid} rows without doc_id" if result.invalid else "")
+        + (f", {result.skipped} from an earlier run" if result.skipped else "")
+        + f") in {result.seconds:.1f}s"
+    )
+    click.echo(f"answers: {out / 'answers'}")
+    click.echo(f"errors:  {out / 'errors.parquet'}")
+    click.echo(f"summary: {out / 'manifest.json'}")
+    sys.exit(result.exit_code)

@@ -1,18 +1,28 @@
-"""Shared fixtures: the GPT-2 tokenizer in the repository and tiny random checkpoints of every
-supported model type, written once per test session in the real on-disk format."""
+"""Shared fixtures: tokenizers and tiny random checkpoints of every supported model type, written
+once per test session in the real on-disk format.
+
+`tiny_checkpoint(model_type, vocab="gpt2")` uses the repository's GPT-2 tokenizer (50,257 tokens:
+realistic vocabulary sizes for the engine and kernels); `vocab="small"` a byte-level BPE of ~1,000
+tokens trained here on synthetic decision documents, for end-to-end tests whose cost would
+otherwise be dominated by 50k-wide softmaxes of random models.
+"""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import ByteLevelBPETokenizer
+
 from decide.engine.synthetic import write_random_checkpoint
+from decide.train.synthetic import sample_document
 
 DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
-MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen")
+MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
@@ -23,16 +33,30 @@ def gpt2_tokenizer_json() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """`tiny_checkpoint(model_type, **options)` → directory of a random checkpoint (cached)."""
-    made: dict[tuple, Path] = {}
+def small_tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = random.Random(0)
+    corpus = [sample_document(rng, "train")[1] for _ in range(300)]
+    tokenizer = ByteLevelBPETokenizer()
+    tokenizer.train_from_iterator(corpus, vocab_size=1000, min_frequency=2, show_progress=False)
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
 
-    def make(model_type: str, **options: object) -> Path:
-        key = (model_type, *sorted(options.items()))
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(
+    tmp_path_factory: pytest.TempPathFactory, small_tokenizer_json: Path
+) -> Callable[..., Path]:
+    """`tiny_checkpoint(model_type, vocab="gpt2", **options)` → a random checkpoint (cached)."""
+    made: dict[tuple, Path] = {}
+    tokenizers = {"gpt2": GPT2_TOKENIZER, "small": small_tokenizer_json}
+
+    def make(model_type: str, vocab: str = "gpt2", **options: object) -> Path:
+        key = (model_type, vocab, *sorted(options.items()))
         if key not in made:
             where = tmp_path_factory.mktemp(f"ckpt-{model_type}")
             made[key] = write_random_checkpoint(
-                where, model_type, tokenizer_json=GPT2_TOKENIZER, **options
+                where, model_type, tokenizer_json=tokenizers[vocab], **options
             )
         return made[key]
 

@@ -1,0 +1,99 @@
+"""The Python API: `Decider` for pipelines, `run_job` for whole parquet jobs.
+
+    >>> from decide import Decider
+    >>> decider = Decider()                      # the bundled model; or Decider("path/to/model")
+    >>> d = decider.decide(text, [{"id": "eligible", "text": "Is the claim eligible?",
+    ...                            "schema": {"type": "boolean"}}])
+    >>> d.answers["eligible"], d.confidence["eligible"]
+
+`decide_many` decides many documents against the same questions, batched, and returns the
+decisions in input order. Every answer is valid against its schema; a document that cannot be
+decided comes back with `status == "error"` and a reason instead of raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from decide.engine import load_model
+from decide.jobs.decisions import Decision, DecisionEngine, Item
+from decide.jobs.runner import JobResult, resolve_device, run_job
+from decide.jobs.spec import Decoding, JobSpec, Question, SpecError, load_spec, parse_spec
+from decide.schemas import SchemaError
+
+from .bundled import resolve_model_path
+
+QuestionLike = Question | Mapping[str, Any]
+
+
+def _questions(questions: Sequence[QuestionLike]) -> list[Question]:
+    spec = parse_spec(
+        {"questions": [q if isinstance(q, Question) else dict(q) for q in questions]}, "questions"
+    )
+    if not spec.questions:
+        raise SpecError("questions: at least one question is needed")
+    return spec.questions
+
+
+class Decider:
+    """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
+    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching and long-document
+    policy."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 16,
+        long_documents: str = "error",
+        instruction: str | None = None,
+        rules: dict[str, Any] | None = None,
+        **decoding: Any,
+    ) -> None:
+        self.loaded = load_model(
+            resolve_model_path(model), device=resolve_device(device), dtype=dtype
+        )
+        self.engine = DecisionEngine(
+            self.loaded,
+            Decoding(**decoding),
+            batch_size=batch_size,
+            instruction=instruction,
+            long_documents=long_documents,
+            rules=rules,
+        )
+
+    def _compile(self, questions: Sequence[QuestionLike]):
+        try:
+            return [self.engine.compiler.compile(q) for q in _questions(questions)]
+        except SchemaError as exc:
+            raise SpecError(f"question schema refused: {exc}") from exc
+
+    def decide(self, document: str, questions: Sequence[QuestionLike]) -> Decision:
+        """Decide one document."""
+        return self.decide_many([document], questions)[0]
+
+    def decide_many(
+        self,
+        documents: Iterable[str] | Mapping[Any, str],
+        questions: Sequence[QuestionLike],
+    ) -> list[Decision]:
+        """Decide many documents against the same questions; decisions come back in input
+        order (a mapping's keys become the decisions' `doc_id`, else the position)."""
+        compiled = self._compile(questions)
+        pairs = (
+            list(documents.items())
+            if isinstance(documents, Mapping)
+            else list(enumerate(documents))
+        )
+        by_id = {
+            d.doc_id: d
+            for d in self.engine.decide(Item(key, text, compiled) for key, text in pairs)
+        }
+        return [by_id[key] for key, _ in pairs]
+
+
+__all__ = ["Decider", "Decision", "JobResult", "JobSpec", "Question", "load_spec", "run_job"]

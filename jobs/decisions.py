@@ -1,0 +1,208 @@
+"""From documents and questions to checked decisions: packing, sampling, decoding, validation.
+
+`DecisionEngine` is the one path both the parquet runner and the Python API take. It packs each
+document (`pack.Packer`), streams the requests through the engine's continuously batched sampler in
+length-sorted windows (so documents of similar length share a forward), turns committed slot tokens
+back into JSON values (`decide.schemas`), and validates every decision object again with
+`jsonschema` against the questions' schemas plus the spec's rules. A document that cannot be packed
+or decided becomes an error decision; it never stops the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from decide.engine.loader import LoadedModel
+from decide.engine.requests import DecodeResult
+from decide.engine.sampler import Sampler, SamplerConfig
+
+from .pack import DocumentTooLong, PackedDocument, Packer
+from .questions import CompiledQuestion, QuestionCompiler
+from .spec import Decoding
+
+log = logging.getLogger("decide.jobs")
+LOOKAHEAD = 8  # documents packed ahead per batch slot, sorted by length before decoding
+
+
+@dataclass
+class Decision:
+    """The decision about one document (`status` "ok" or "error")."""
+
+    doc_id: Any
+    status: str
+    answers: dict[str, Any] | None = None
+    answers_json: str | None = None
+    confidence: dict[str, float] | None = None
+    error: str | None = None
+    nfe: int = 0
+    answer_tokens: int = 0
+    truncated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # caller's carried data
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Item:
+    """One document to decide: its questions compiled, or the reason they could not be."""
+
+    doc_id: Any
+    document: str | None
+    questions: Sequence[CompiledQuestion]
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def document_seed(seed: int, doc_id: Any) -> int:
+    """A per-document seed that does not depend on batching or input order."""
+    digest = hashlib.sha256(f"{seed}\0{doc_id!r}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class DecisionEngine:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        decoding: Decoding | None = None,
+        *,
+        batch_size: int = 16,
+        instruction: str | None = None,
+        long_documents: str = "error",
+        rules: dict[str, Any] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.decoding = decoding or Decoding()
+        self.compiler = QuestionCompiler(loaded)
+        eos = loaded.tokenizer.special_id("eos_token")
+        self.packer = Packer(
+            loaded.tokenizer,
+            mask_id=loaded.config.mask_token_id,
+            filler_id=self.compiler.filler_id,
+            end_ids=[] if eos is None else [eos],
+            max_length=loaded.config.max_position_embeddings,
+            instruction=instruction,
+            long_documents=long_documents,
+        )
+        d = self.decoding
+        self.sampler = Sampler(
+            loaded.model,
+            SamplerConfig(
+                threshold=d.threshold,
+                max_steps=d.max_steps,
+                temperature=d.temperature,
+                cache=d.cache,
+                batch_size=batch_size,
+            ),
+        )
+        self.batch_size = batch_size
+        self.rules = rules
+        self._validators: dict[tuple, Draft202012Validator] = {}
+
+    def validator(self, questions: Sequence[CompiledQuestion]) -> Draft202012Validator:
+        key = tuple(json.dumps([q.id, q.schema], sort_keys=True) for q in questions)
+        if key not in self._validators:
+            schema: dict[str, Any] = {
+                "type": "object",
+                "properties": {q.id: q.schema for q in questions},
+                "required": [q.id for q in questions],
+                "additionalProperties": False,
+            }
+            if self.rules is not None:
+                schema = {"allOf": [schema, self.rules]}
+            self._validators[key] = Draft202012Validator(schema, format_checker=FormatChecker())
+        return self._validators[key]
+
+    def decide(self, items: Iterable[Item]) -> Iterator[Decision]:
+        """Decisions for `items`, in completion order (match them by `doc_id`)."""
+        side: deque[Decision] = deque()
+        packed: dict[int, tuple[Item, PackedDocument]] = {}
+
+        def requests():
+            window: list[tuple[Item, PackedDocument]] = []
+            for item in items:
+                failed = self._pack(item, window)
+                if failed is not None:
+                    side.append(failed)
+                if len(window) >= LOOKAHEAD * self.batch_size:
+                    yield from self._release(window, packed)
+                    window = []
+            yield from self._release(window, packed)
+
+        for result in self.sampler.decode(requests()):
+            while side:
+                yield side.popleft()
+            item, doc = packed.pop(result.request.key)
+            yield self._finish(item, doc, result)
+        while side:
+            yield side.popleft()
+
+    def _pack(self, item: Item, window: list) -> Decision | None:
+        if item.error is not None:
+            return Decision(item.doc_id, "error", error=item.error, extra=item.extra)
+        if item.document is None or not item.document.strip():
+            what = "null" if item.document is None else "empty"
+            return Decision(item.doc_id, "error", error=f"document is {what}", extra=item.extra)
+        if not item.questions:
+            return Decision(
+                item.doc_id, "error", error="no questions for this document", extra=item.extra
+            )
+        try:
+            doc = self.packer.pack(
+                item.document, item.questions, seed=document_seed(self.decoding.seed, item.doc_id)
+            )
+        except DocumentTooLong as exc:
+            return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
+        window.append((item, doc))
+        return None
+
+    def _release(self, window: list, packed: dict) -> Iterator:
+        window.sort(key=lambda pair: pair[1].request.length)
+        for item, doc in window:
+            key = id(doc)
+            packed[key] = (item, doc)
+            r = doc.request
+            yield type(r)(prompt=r.prompt, blocks=r.blocks, key=key, seed=r.seed)
+
+    def _finish(self, item: Item, doc: PackedDocument, result: DecodeResult) -> Decision:
+        decision = Decision(
+            item.doc_id,
+            "error",
+            nfe=result.nfe,
+            answer_tokens=result.answer_tokens,
+            truncated=doc.truncated,
+            extra=item.extra,
+        )
+        if result.error is not None:
+            slot_names = [q.id for group in doc.groups for q in group]
+            decision.error = f"decoding failed: {result.error} (questions {', '.join(slot_names)})"
+            return decision
+        answers: dict[str, Any] = {}
+        confidence: dict[str, float] = {}
+        for group, slot_results in zip(doc.groups, result.slots, strict=True):
+            for question, slot_result in zip(group, slot_results, strict=True):
+                decoded = question.slot.decode(slot_result.tokens, self.packer.filler_id)
+                answers[question.id] = decoded.value
+                confidence[question.id] = slot_result.confidence
+        ordered = {q.id: answers[q.id] for q in item.questions}
+        problems = sorted(self.validator(item.questions).iter_errors(ordered), key=str)
+        if problems:
+            where = "/" + "/".join(str(p) for p in problems[0].absolute_path)
+            decision.error = f"answer fails validation at {where}: {problems[0].message}"
+            if any(p.absolute_path and p.absolute_path[0] in answers for p in problems):
+                log.error("a produced value fails its schema (a bug): %s", decision.error)
+            return decision
+        decision.status = "ok"
+        decision.answers = ordered
+        decision.answers_json = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
+        decision.confidence = {q.id: confidence[q.id] for q in item.questions}
+        return decision

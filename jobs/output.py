@@ -1,0 +1,157 @@
+"""The output directory: atomic answer parts, the manifest, errors, and resume.
+
+Layout: `answers/part-NNNNN.parquet` (one row per decided `doc_id`), `errors.parquet` (every failed
+row, rebuilt at the end of a run), `manifest.json` (fingerprints, counts, parts, timings).
+
+Every file is written to a temporary name in the same directory, flushed and fsynced, then
+`os.replace`d into place, so a reader or a resumed run never sees a torn part: a part file either
+exists whole or not at all. On `resume`, the doc ids in the existing parts are the committed ones;
+temporary files from a killed run are removed; a manifest whose model or spec fingerprint differs
+from this run's is refused, because mixing answers of two configurations in one output is never
+what a user wants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .spec import SpecError
+
+PART_GLOB = "part-*.parquet"
+
+
+class OutputError(OSError):
+    """Writing the output failed mid-job (disk full, permissions lost): the run aborts (exit 3)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write `path` through a temporary sibling and `os.replace`; fsync file and directory."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with tmp.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class OutputDir:
+    def __init__(self, path: Path, *, resume: bool) -> None:
+        self.path = path
+        self.answers = path / "answers"
+        self.manifest_path = path / "manifest.json"
+        self.resume = resume
+        self.next_part = 0
+        if path.exists() and not path.is_dir():
+            raise SpecError(f"{path}: output path exists and is not a directory")
+        existing = path.is_dir() and any(path.iterdir())
+        if existing and not resume:
+            raise SpecError(
+                f"{path}: output directory is not empty; pass --resume to continue the job it "
+                "holds, or choose another directory"
+            )
+        try:
+            self.answers.mkdir(parents=True, exist_ok=True)
+            probe = self.answers / ".write-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise SpecError(
+                f"{path}: output directory is not writable ({exc.strerror or exc})"
+            ) from exc
+
+    def previous_manifest(self) -> dict[str, Any] | None:
+        if not self.manifest_path.is_file():
+            return None
+        try:
+            return json.loads(self.manifest_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{self.manifest_path}: unreadable manifest ({exc})") from exc
+
+    def check_fingerprints(self, fingerprints: dict[str, str]) -> None:
+        manifest = self.previous_manifest()
+        if manifest is None:
+            return
+        for key, value in fingerprints.items():
+            old = manifest.get("fingerprints", {}).get(key)
+            if old != value:
+                raise SpecError(
+                    f"{self.path}: holds results of another {key} (fingerprint {old}, this run "
+                    f"{value}); resume only with the same model and spec, or use a new directory"
+                )
+
+    def parts(self) -> list[Path]:
+        return sorted(self.answers.glob(PART_GLOB))
+
+    def committed(self) -> tuple[set[object], dict[str, int]]:
+        """Doc ids already written (resume), and counts by status; removes stale temp files."""
+        for stale in self.answers.glob(".part-*.tmp"):
+            stale.unlink()
+        for stale in self.path.glob(".*.tmp"):
+            stale.unlink()
+        done: set[object] = set()
+        counts = {"ok": 0, "error": 0}
+        for part in self.parts():
+            frame = pl.read_parquet(part, columns=["doc_id", "status"])
+            done.update(frame["doc_id"].to_list())
+            for status, n in frame["status"].value_counts().iter_rows():
+                counts[status] = counts.get(status, 0) + n
+            self.next_part = max(self.next_part, int(part.stem.split("-")[1]) + 1)
+        return done, counts
+
+    def write_part(self, frame: pl.DataFrame) -> Path:
+        path = self.answers / f"part-{self.next_part:05d}.parquet"
+        atomic_write(path, lambda tmp: frame.write_parquet(tmp))
+        self.next_part += 1
+        return path
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
+        atomic_write(self.manifest_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    def write_errors(self, invalid: pl.DataFrame) -> int:
+        """Rebuild `errors.parquet` from the error rows of every part plus `invalid` (input rows
+        that cannot have an output row, e.g. a null doc_id). Returns the number of rows."""
+        frames = [
+            pl.scan_parquet(part).filter(pl.col("status") == "error").select("doc_id", "error")
+            for part in self.parts()
+        ]
+        errors = (
+            pl.concat([f.collect() for f in frames], how="vertical_relaxed") if frames else None
+        )
+        if invalid.height:
+            extra = invalid.select(pl.col("doc_id").cast(pl.String), "error")
+            errors = (
+                extra
+                if errors is None
+                else pl.concat([errors.with_columns(pl.col("doc_id").cast(pl.String)), extra])
+            )
+        if errors is None:
+            errors = pl.DataFrame(
+                {"doc_id": [], "error": []}, schema={"doc_id": pl.String, "error": pl.String}
+            )
+        atomic_write(self.path / "errors.parquet", lambda tmp: errors.write_parquet(tmp))
+        return errors.height

@@ -1,0 +1,164 @@
+"""Packing: one document and its questions → the token layout the sampler decides.
+
+The prompt is the model's chat template applied to one user message: an instruction, the document,
+and the numbered questions with their ids. The assistant turn is the compact JSON decision object
+`{"<id>":<value>,...}` with every key and punctuation token fixed and only the value slots masked.
+At most eight questions share a block; more are split into balanced blocks (17 → 6/6/5) decided in
+order, and together the blocks spell exactly one JSON object: the first opens it with `{`, later
+ones continue with `,"<id>":`, the last closes it with `}` and the end-of-turn token.
+
+A document whose tokens do not fit the model's context fails with `DocumentTooLong`, or, with the
+`truncate` policy, keeps its head and tail around a `[…]` marker and records that it did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from decide.engine.requests import Block, DecodeRequest, Slot
+from decide.engine.tokenizer import TokenizerBundle
+
+from .questions import CompiledQuestion
+
+BLOCK_QUESTIONS = 8
+DEFAULT_INSTRUCTION = (
+    "Read the document and answer every question. Reply with one JSON object that has one key "
+    "per question id."
+)
+TRUNCATION_MARK = " […] "
+
+
+class DocumentTooLong(ValueError):
+    """The document does not fit the model's context under the configured policy."""
+
+
+def balanced_groups(count: int, size: int = BLOCK_QUESTIONS) -> list[int]:
+    """Sizes of ceil(count / size) groups that differ by at most one, larger first."""
+    if count <= 0:
+        return []
+    blocks = -(-count // size)
+    base, extra = divmod(count, blocks)
+    return [base + 1] * extra + [base] * (blocks - extra)
+
+
+@dataclass(frozen=True)
+class PackedDocument:
+    request: DecodeRequest
+    groups: list[list[CompiledQuestion]]  # the questions of each block, in block order
+    prompt_tokens: int
+    truncated: bool
+
+
+class Packer:
+    def __init__(
+        self,
+        tokenizer: TokenizerBundle,
+        *,
+        mask_id: int,
+        filler_id: int,
+        end_ids: Sequence[int],
+        max_length: int,
+        instruction: str | None = None,
+        long_documents: str = "error",
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.mask_id = mask_id
+        self.filler_id = filler_id
+        self.end_ids = list(end_ids)
+        self.max_length = max_length
+        self.instruction = instruction or DEFAULT_INSTRUCTION
+        self.long_documents = long_documents
+        self._piece_cache: dict[str, list[int]] = {}
+
+    def _piece(self, text: str) -> list[int]:
+        if text not in self._piece_cache:
+            self._piece_cache[text] = self.tokenizer.encode(text)
+        return self._piece_cache[text]
+
+    def user_message(self, document: str, questions: Sequence[CompiledQuestion]) -> str:
+        lines = [self.instruction, "", "Document:", document, "", "Questions:"]
+        for number, q in enumerate(questions, start=1):
+            lines.append(f"{number}. [{q.id}] {q.text}")
+        return "\n".join(lines)
+
+    def prompt_text(self, document: str, questions: Sequence[CompiledQuestion]) -> str:
+        content = self.user_message(document, questions)
+        template = self.tokenizer.chat_template
+        if template is None:
+            return f"{content}\n\nAnswer:\n"
+        return template.render(
+            [{"role": "user", "content": content}],
+            add_generation_prompt=True,
+            **self.tokenizer.special_tokens,
+        )
+
+    def blocks(self, questions: Sequence[CompiledQuestion]) -> tuple[list[Block], list[list]]:
+        """The decision blocks (fresh constraints) and the questions of each."""
+        groups: list[list[CompiledQuestion]] = []
+        cursor = 0
+        for size in balanced_groups(len(questions)):
+            groups.append(list(questions[cursor : cursor + size]))
+            cursor += size
+        blocks = []
+        for b, group in enumerate(groups):
+            tokens: list[int] = []
+            slots: list[Slot] = []
+            for i, q in enumerate(group):
+                opener = "{" if b == 0 and i == 0 else ","
+                tokens += self._piece(f"{opener}{json.dumps(q.id)}:")
+                constraint = q.slot.new_constraint(self.filler_id)
+                slots.append(Slot(len(tokens), constraint))
+                tokens += [self.mask_id] * constraint.length
+            if b == len(groups) - 1:
+                tokens += self._piece("}") + self.end_ids
+            blocks.append(Block(tokens, slots))
+        return blocks, groups
+
+    def pack(
+        self,
+        document: str,
+        questions: Sequence[CompiledQuestion],
+        key: object = None,
+        seed: int = 0,
+    ) -> PackedDocument:
+        blocks, groups = self.blocks(questions)
+        answer_len = sum(len(b.tokens) for b in blocks)
+        prompt = self.tokenizer.encode(self.prompt_text(document, questions))
+        truncated = False
+        if len(prompt) + answer_len > self.max_length:
+            if self.long_documents != "truncate":
+                raise DocumentTooLong(
+                    f"document needs {len(prompt) + answer_len} tokens (prompt {len(prompt)}, "
+                    f"answers {answer_len}), the model takes {self.max_length}; "
+                    "use --truncate to keep its head and tail"
+                )
+            prompt = self._truncated_prompt(document, questions, answer_len)
+            truncated = True
+        request = DecodeRequest(prompt=prompt, blocks=blocks, key=key, seed=seed)
+        return PackedDocument(request, groups, len(prompt), truncated)
+
+    def _truncated_prompt(
+        self, document: str, questions: Sequence[CompiledQuestion], answer_len: int
+    ) -> list[int]:
+        """Keep the document's first and last tokens, cut at token boundaries, so the whole
+        prompt fits; the rest of the prompt (instruction, questions) is never cut."""
+        empty = len(self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK, questions)))
+        budget = self.max_length - answer_len - empty
+        encoding = self.tokenizer.tokenizer.encode(document, add_special_tokens=False)
+        offsets = encoding.offsets
+        while budget > 0:
+            head = (budget + 1) // 2
+            tail = budget - head
+            head_end = offsets[head - 1][1] if head else 0
+            tail_start = offsets[len(offsets) - tail][0] if tail else len(document)
+            text = document[:head_end] + TRUNCATION_MARK + document[tail_start:]
+            prompt = self.tokenizer.encode(self.prompt_text(text, questions))
+            if len(prompt) + answer_len <= self.max_length:
+                return prompt
+            budget -= max(1, len(prompt) + answer_len - self.max_length)
+        raise DocumentTooLong(
+            f"the questions and answers alone need {empty + answer_len} tokens, the model takes "
+            f"{self.max_length}; no truncation of the document can make it fit"
+        )

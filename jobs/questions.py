@@ -1,0 +1,65 @@
+"""Questions compiled against one model's tokenizer, compiled once per job and reused.
+
+A job asks the same few questions of thousands of documents (or, with per-row questions, a small
+set of distinct schemas over and over); `decide.schemas` caches compiled slots on the vocabulary,
+so each distinct schema is compiled once. Refusals raise `SchemaError` with the JSON pointer and
+keyword.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from decide.engine.loader import LoadedModel
+from decide.schemas import CompiledSlot, Vocabulary, compile_slot
+
+from .spec import Question, SpecError
+
+
+@dataclass(frozen=True)
+class CompiledQuestion:
+    id: str
+    text: str
+    schema: Any
+    slot: CompiledSlot
+
+
+def special_ids(loaded: LoadedModel) -> set[int]:
+    """Token ids that may never stand inside a value: the mask, every special and added token
+    the tokenizer marks special, and the tokenizer's configured special tokens."""
+    tokenizer = loaded.tokenizer
+    ids = {loaded.config.mask_token_id}
+    for token_id, added in tokenizer.tokenizer.get_added_tokens_decoder().items():
+        if added.special:
+            ids.add(token_id)
+    for key in tokenizer.special_tokens:
+        token_id = tokenizer.special_id(key)
+        if token_id is not None:
+            ids.add(token_id)
+    return ids
+
+
+def filler_id(loaded: LoadedModel) -> int:
+    """The token that fills slot positions after a value: pad, else end of sequence."""
+    for key in ("pad_token", "eos_token"):
+        token_id = loaded.tokenizer.special_id(key)
+        if token_id is not None:
+            return token_id
+    raise SpecError(
+        f"{loaded.path}: the tokenizer defines neither pad_token nor eos_token, so there is no "
+        "filler token for the positions after a value"
+    )
+
+
+class QuestionCompiler:
+    def __init__(self, loaded: LoadedModel) -> None:
+        self.filler_id = filler_id(loaded)
+        self.vocabulary = Vocabulary.from_tokenizer(
+            loaded.tokenizer.tokenizer, excluded=special_ids(loaded) | {self.filler_id}
+        )
+
+    def compile(self, question: Question) -> CompiledQuestion:
+        """Raises `SchemaError` (with pointer and keyword) for a refused schema."""
+        slot = compile_slot(question.schema_, self.vocabulary)
+        return CompiledQuestion(question.id, question.text, question.schema_, slot)

@@ -1,0 +1,308 @@
+"""The local job runner: parquet in, checked decisions out, resumable.
+
+Order of work: check the inputs' columns and the spec (usage errors exit 2 before any model is
+loaded), load the model, compile the questions, survey the ids (duplicates, nulls, per-row
+question schemas), open the output directory (refusing a foreign or non-empty one unless resuming),
+then stream the input in chunks through the `DecisionEngine`, writing answer parts atomically as
+decisions complete. Committed doc ids are skipped on `--resume`. The manifest is rewritten after
+every part, so a killed run leaves a directory a rerun continues from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import torch
+
+from decide.engine import load_model, model_fingerprint
+from decide.engine.loader import LoadedModel
+from decide.schemas import SchemaError
+
+from .columns import Field, answer_fields, answers_dtype
+from .decisions import Decision, DecisionEngine, Item
+from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
+from .output import OutputDir
+from .progress import Progress
+from .questions import CompiledQuestion
+from .spec import JobSpec, SpecError, parse_questions
+
+log = logging.getLogger("decide.jobs")
+
+
+@dataclass
+class JobResult:
+    output: Path
+    total: int = 0  # input rows
+    ok: int = 0
+    failed: int = 0  # error rows written (this run and resumed ones)
+    invalid: int = 0  # input rows with no usable doc_id (in errors.parquet only)
+    skipped: int = 0  # rows already committed by an earlier run
+    seconds: float = 0.0
+    nfe: int = 0
+    answer_tokens: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # reason -> count (this run)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.failed == 0 and self.invalid == 0 else 1
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecError("--device cuda: no CUDA device is available")
+    if device not in ("cpu", "cuda"):
+        raise SpecError(f"unknown device {device!r}; use auto, cpu or cuda")
+    return device
+
+
+def _reason(error: str) -> str:
+    """A short failure category for counts (the text before the first colon)."""
+    return error.split(":", 1)[0].strip()[:80]
+
+
+class _Job:
+    def __init__(self, spec: JobSpec, plan: InputPlan, engine: DecisionEngine, out: OutputDir):
+        self.spec, self.plan, self.engine, self.out = spec, plan, engine, out
+        self.global_questions: list[CompiledQuestion] = [
+            engine.compiler.compile(q) for q in spec.questions
+        ]
+
+    def items(self, chunks: Iterator[pl.DataFrame], skip: set[Any], dupes: dict) -> Iterator[Item]:
+        cols = self.plan.columns
+        seen_dupes: set[Any] = set()
+        for chunk in chunks:
+            for row in chunk.iter_rows(named=True):
+                doc_id = row[cols.doc_id]
+                if doc_id is None or doc_id in skip:
+                    continue
+                extra = {name: row[name] for name in self.plan.carried}
+                if doc_id in dupes:
+                    if doc_id in seen_dupes:
+                        continue
+                    seen_dupes.add(doc_id)
+                    where = ", ".join(f"{Path(f).name} row {r}" for f, r in dupes[doc_id])
+                    yield Item(
+                        doc_id, None, [], error=f"duplicate doc_id (at {where})", extra=extra
+                    )
+                    continue
+                questions, error = self.global_questions, None
+                if self.plan.has_questions and row[cols.questions] is not None:
+                    origin = f"{Path(row[FILE]).name} row {row[ROW]}, column {cols.questions!r}"
+                    try:
+                        questions = [
+                            self.engine.compiler.compile(q)
+                            for q in parse_questions(row[cols.questions], origin)
+                        ]
+                    except SpecError as exc:
+                        error = f"invalid questions: {exc}"
+                    except SchemaError as exc:
+                        error = f"invalid questions: {origin}: {exc}"
+                yield Item(doc_id, row[cols.document], questions, error=error, extra=extra)
+
+
+def _frame(
+    decisions: list[Decision],
+    plan: InputPlan,
+    fields: dict[str, Field],
+    fingerprints: dict[str, str],
+) -> pl.DataFrame:
+    conf_dtype = pl.Struct({qid: pl.Float64 for qid in fields})
+    schema: dict[str, pl.DataType] = {
+        "doc_id": plan.doc_id_type,
+        "status": pl.String,
+        "error": pl.String,
+        "answers": answers_dtype(fields),
+        "answers_json": pl.String,
+        "confidence": conf_dtype,
+        "nfe": pl.Int32,
+        "truncated": pl.Boolean,
+        "model_fingerprint": pl.String,
+        "spec_fingerprint": pl.String,
+        **plan.carried_schema,
+    }
+    rows = []
+    for d in decisions:
+        answers = None
+        if d.answers is not None:
+            answers = {qid: f.cell(d.answers.get(qid)) for qid, f in fields.items()}
+        rows.append(
+            {
+                "doc_id": d.doc_id,
+                "status": d.status,
+                "error": d.error,
+                "answers": answers,
+                "answers_json": d.answers_json,
+                "confidence": d.confidence,
+                "nfe": d.nfe,
+                "truncated": d.truncated,
+                "model_fingerprint": fingerprints["model"],
+                "spec_fingerprint": fingerprints["spec"],
+                **d.extra,
+            }
+        )
+    return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None)
+
+
+def run_job(
+    spec: JobSpec,
+    inputs: list[Path],
+    output: Path,
+    *,
+    model: LoadedModel | str | Path | None = None,
+    resume: bool = False,
+    batch_size: int = 16,
+    device: str = "auto",
+    part_rows: int = 1000,
+    part_seconds: float = 60.0,
+    progress: bool | None = None,
+) -> JobResult:
+    """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
+    `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
+    started = time.monotonic()
+    began = datetime.now(UTC).isoformat(timespec="seconds")
+    plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
+    out = OutputDir(output, resume=resume)
+    if isinstance(model, LoadedModel):
+        loaded = model
+    else:
+        from decide.bundled import resolve_model_path
+
+        path = resolve_model_path(model if model is not None else spec.model)
+        loaded = load_model(path, device=resolve_device(device))
+    engine = DecisionEngine(
+        loaded,
+        spec.decoding,
+        batch_size=batch_size,
+        instruction=spec.instruction,
+        long_documents=spec.long_documents,
+        rules=spec.rules,
+    )
+    try:
+        job = _Job(spec, plan, engine, out)
+    except SchemaError as exc:
+        raise SpecError(f"question schema refused: {exc}") from exc
+    fingerprints = {"model": model_fingerprint(loaded.path), "spec": spec.fingerprint()}
+    out.check_fingerprints(fingerprints)
+    committed, previous = out.committed()
+
+    found = survey(plan)
+    schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
+    for qid, texts in found.question_schemas.items():
+        schemas.setdefault(qid, [])
+        schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
+    fields = answer_fields(schemas)
+
+    result = JobResult(output=output, total=found.rows, skipped=len(committed))
+    result.ok, result.failed = previous.get("ok", 0), previous.get("error", 0)
+    invalid = pl.DataFrame(
+        {
+            "doc_id": [None] * len(found.null_ids),
+            "error": [f"{Path(f).name} row {r}: doc_id is null" for f, r in found.null_ids],
+        },
+        schema={"doc_id": plan.doc_id_type, "error": pl.String},
+    )
+    result.invalid = invalid.height
+    manifest: dict[str, Any] = {
+        "status": "running",
+        "started": began,
+        "fingerprints": fingerprints,
+        "model": str(loaded.path),
+        "model_type": loaded.config.model_type,
+        "inputs": [str(p) for p in plan.files],
+        "spec": spec.model_dump(by_alias=True, mode="json"),
+        "batch_size": batch_size,
+        "device": str(loaded.model.device),
+    }
+
+    def counts() -> dict[str, Any]:
+        return {
+            "total": result.total,
+            "ok": result.ok,
+            "error": result.failed,
+            "invalid_rows": result.invalid,
+            "resumed": result.skipped,
+            "failures": result.failures,
+        }
+
+    manifest["counts"] = counts()
+    out.write_manifest(manifest)
+    pending: list[Decision] = []
+    last_flush = time.monotonic()
+    todo = found.rows - len(committed) - len(found.null_ids)
+    todo -= sum(len(v) - 1 for k, v in found.duplicates.items() if k not in committed)
+    bar = Progress(total=max(todo, 0), enabled=progress)
+
+    def flush() -> None:
+        nonlocal pending, last_flush
+        if pending:
+            out.write_part(_frame(pending, plan, fields, fingerprints))
+            pending = []
+        last_flush = time.monotonic()
+        manifest["counts"] = counts()
+        manifest["seconds"] = round(time.monotonic() - started, 3)
+        out.write_manifest(manifest)
+
+    try:
+        items = job.items(
+            stream(plan, chunk_rows=max(256, 8 * batch_size)), committed, found.duplicates
+        )
+        for decision in engine.decide(items):
+            pending.append(decision)
+            result.nfe += decision.nfe
+            result.answer_tokens += decision.answer_tokens
+            if decision.ok:
+                result.ok += 1
+            else:
+                result.failed += 1
+                reason = _reason(decision.error or "")
+                result.failures[reason] = result.failures.get(reason, 0) + 1
+            bar.advance(1)
+            if len(pending) >= part_rows or time.monotonic() - last_flush >= part_seconds:
+                flush()
+        flush()
+    except BaseException:
+        manifest["status"] = "aborted"
+        bar.close()
+        try:
+            manifest["counts"] = counts()
+            out.write_manifest(manifest)
+        except OSError as exc:
+            log.error("could not record the abort in the manifest: %s", exc)
+        raise
+    bar.close()
+    out.write_errors(invalid)
+    result.seconds = time.monotonic() - started
+    manifest.update(
+        status="complete",
+        finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        seconds=round(result.seconds, 3),
+        counts=counts(),
+        throughput={
+            "documents": result.ok
+            + result.failed
+            - previous.get("ok", 0)
+            - previous.get("error", 0),
+            "nfe": result.nfe,
+            "answer_tokens": result.answer_tokens,
+        },
+    )
+    out.write_manifest(manifest)
+    return result
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return False
+    return True

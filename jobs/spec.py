@@ -1,0 +1,157 @@
+"""The job spec: what to ask about every document, how to decode, where things are.
+
+Strict at the edge: unknown keys are errors (pydantic `extra="forbid"`), question ids are JSON
+object keys (`^[A-Za-z_][A-Za-z0-9_]{0,63}$`), schemas are JSON Schema documents (objects or
+booleans; per-row questions carry them as JSON text). A spec is read from JSON or YAML; every error
+names the file and the field path, e.g. `questions.2.id`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+QUESTION_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+MAX_QUESTIONS = 256  # per document; more than 8 are split into balanced blocks
+SPEC_FORMAT = 1  # bump when the prompt or skeleton layout changes: it changes every answer
+
+
+class SpecError(ValueError):
+    """A job spec, a question or an input option is unusable (the CLI exits 2)."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Question(Strict):
+    id: str = Field(pattern=QUESTION_ID)
+    text: str = Field(min_length=1)
+    schema_: dict[str, Any] | bool = Field(alias="schema")
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _parse_text(cls, value: Any) -> Any:
+        # Per-row questions (parquet) carry the schema as JSON text.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"schema is not valid JSON text ({exc})") from exc
+        return value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "schema": self.schema_}
+
+
+class Decoding(Strict):
+    threshold: float = Field(0.9, gt=0.0, le=1.0)
+    max_steps: int | None = Field(None, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    seed: int = 0
+    cache: bool = True
+
+
+class InputColumns(Strict):
+    doc_id: str = "doc_id"
+    document: str = "document"
+    questions: str = "questions"
+
+
+class JobSpec(Strict):
+    questions: list[Question] = Field(default_factory=list, max_length=MAX_QUESTIONS)
+    rules: dict[str, Any] | None = None
+    instruction: str | None = None
+    decoding: Decoding = Field(default_factory=Decoding)
+    model: str | None = None
+    input: InputColumns = Field(default_factory=InputColumns)
+    output: str | None = None
+    long_documents: Literal["error", "truncate"] = "error"
+
+    @field_validator("questions")
+    @classmethod
+    def _unique_ids(cls, questions: list[Question]) -> list[Question]:
+        seen: set[str] = set()
+        for q in questions:
+            if q.id in seen:
+                raise ValueError(f"question id {q.id!r} appears twice")
+            seen.add(q.id)
+        return questions
+
+    def fingerprint(self) -> str:
+        """Identity of everything that changes answers (not model, paths or batch size)."""
+        payload = {
+            "format": SPEC_FORMAT,
+            "questions": [q.as_dict() for q in self.questions],
+            "rules": self.rules,
+            "instruction": self.instruction,
+            "decoding": self.decoding.model_dump(),
+            "input": self.input.model_dump(),
+            "long_documents": self.long_documents,
+        }
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _describe(error: ValidationError, prefix: tuple = ()) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in (*prefix, *item["loc"])) or "(top level)"
+        lines.append(f"{where}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def parse_spec(data: Any, origin: str = "spec") -> JobSpec:
+    """Validate a spec given as a mapping (from JSON, YAML or Python)."""
+    if isinstance(data, JobSpec):
+        return data
+    if not isinstance(data, dict):
+        raise SpecError(f"{origin}: a job spec is a mapping, got {type(data).__name__}")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{origin}: {_describe(exc)}") from exc
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read a JSON or YAML job spec file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the spec ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})"
+        ) from exc
+    return parse_spec(data, str(path))
+
+
+def parse_questions(raw: Any, origin: str) -> list[Question]:
+    """Questions from a per-row `questions` value (list of {id, text, schema-as-JSON-text})."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SpecError(f"{origin}: questions must be a list, got {type(raw).__name__}")
+    questions = []
+    for i, item in enumerate(raw):
+        try:
+            questions.append(Question.model_validate(item))
+        except ValidationError as exc:
+            raise SpecError(f"{origin}: {_describe(exc, ('questions', i))}") from exc
+    ids = [q.id for q in questions]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise SpecError(f"{origin}: question id(s) {', '.join(dupes)} appear more than once")
+    if len(questions) > MAX_QUESTIONS:
+        raise SpecError(f"{origin}: {len(questions)} questions, at most {MAX_QUESTIONS}")
+    return questions

@@ -1,0 +1,324 @@
+"""End to end: parquet in, checked decisions out, on tiny random checkpoints of every model type.
+
+Random models decide nonsense, but every answer must still validate against its schema, outputs
+must be one row per doc id, deterministic, batch-independent and resumable after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from decide.cli import main
+from decide.engine import load_model
+from decide.jobs.runner import run_job
+from decide.jobs.spec import parse_spec
+
+MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")
+QUESTIONS = [
+    {"id": "kind", "text": "What kind of claim is it?",
+     "schema": {"enum": ["auto", "home", "health", "travel"]}},
+    {"id": "eligible", "text": "Is the claim eligible?", "schema": {"type": "boolean"}},
+    {"id": "amount", "text": "How many dollars are claimed?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 20000}},
+    {"id": "city", "text": "Which city?",
+     "schema": {"type": "string", "minLength": 2, "maxLength": 10}},
+    {"id": "days", "text": "How many days late?",
+     "schema": {"type": "integer", "exclusiveMinimum": -1, "maximum": 90}},
+    {"id": "police", "text": "Was a police report filed?", "schema": {"type": ["boolean", "null"]}},
+    {"id": "contact", "text": "Who should be contacted?",
+     "schema": {"type": "object",
+                "properties": {"team": {"enum": ["claims", "fraud"]},
+                               "level": {"type": "integer", "minimum": 1, "maximum": 3}},
+                "required": ["team", "level"], "additionalProperties": False}},
+    {"id": "code", "text": "Which clause applies?",
+     "schema": {"type": "string", "pattern": "^[A-C][0-9]$"}},
+]  # fmt: skip
+WORDS = [
+    "car",
+    "home",
+    "water",
+    "fire",
+    "claim",
+    "policy",
+    "limit",
+    "dollars",
+    "Boston",
+    "Denver",
+    "report",
+    "late",
+    "days",
+]
+
+
+def write_docs(path: Path, count: int, seed: int = 0, **columns: list) -> Path:
+    rng = random.Random(seed)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 40))) for _ in range(count)]
+    frame = {"doc_id": [f"doc-{i:05d}" for i in range(count)], "document": docs, **columns}
+    pl.DataFrame(frame).write_parquet(path)
+    return path
+
+
+def spec(**changes) -> dict:
+    return {"questions": QUESTIONS, **changes}
+
+
+def read_answers(out: Path) -> pl.DataFrame:
+    return pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
+
+
+def check_output(out: Path, expected_ids: set, questions=QUESTIONS) -> pl.DataFrame:
+    """One row per doc id; every ok row valid against every schema; manifest agrees."""
+    frame = read_answers(out)
+    assert frame["doc_id"].n_unique() == frame.height
+    assert set(frame["doc_id"].to_list()) == expected_ids
+    schemas = {q["id"]: q["schema"] for q in questions}
+    for row in frame.filter(pl.col("status") == "ok").iter_rows(named=True):
+        decision = json.loads(row["answers_json"])
+        assert list(decision) == [q["id"] for q in questions]
+        for qid, value in decision.items():
+            jsonschema.validate(value, schemas[qid], format_checker=jsonschema.FormatChecker())
+            assert 0 < row["confidence"][qid] <= 1.0 + 1e-6
+        assert row["nfe"] >= 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    counts = frame["status"].value_counts()
+    by_status = dict(counts.iter_rows())
+    assert manifest["status"] == "complete"
+    assert manifest["counts"]["ok"] == by_status.get("ok", 0)
+    assert manifest["counts"]["error"] == by_status.get("error", 0)
+    errors = pl.read_parquet(out / "errors.parquet")
+    assert errors.height == by_status.get("error", 0) + manifest["counts"]["invalid_rows"]
+    return frame
+
+
+@pytest.fixture(scope="module")
+def models(tiny_checkpoint):
+    """Small-vocabulary models (fast); `test_gpt2_vocabulary_end_to_end` covers 50k tokens."""
+    return {t: tiny_checkpoint(t, vocab="small", init_std=0.2) for t in MODEL_TYPES}
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_every_answer_validates(model_type, models, tmp_path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 60, seed=1)
+    result = run_job(
+        parse_spec(spec()),
+        [docs],
+        tmp_path / "out",
+        model=models[model_type],
+        batch_size=8,
+        progress=False,
+    )
+    frame = check_output(tmp_path / "out", {f"doc-{i:05d}" for i in range(60)})
+    assert result.ok == frame.filter(pl.col("status") == "ok").height == 60
+    assert result.exit_code == 0
+    # Typed answers: the struct mirrors the schemas.
+    answers = frame.schema["answers"]
+    fields = {f.name: f.dtype for f in answers.fields}
+    assert fields["amount"] == pl.Int64 and fields["eligible"] == pl.Boolean
+    assert fields["kind"] == pl.String and isinstance(fields["contact"], pl.Struct)
+
+
+def test_gpt2_vocabulary_end_to_end(tiny_checkpoint, tmp_path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 24, seed=9)
+    model = tiny_checkpoint("Fast_dLLM_Qwen", init_std=0.2)
+    run_job(parse_spec(spec()), [docs], tmp_path / "out", model=model, batch_size=8, progress=False)
+    check_output(tmp_path / "out", {f"doc-{i:05d}" for i in range(24)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_thousand_documents_all_valid(model_type, models, tmp_path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 1000, seed=2)
+    result = run_job(
+        parse_spec(spec()),
+        [docs],
+        tmp_path / "out",
+        model=models[model_type],
+        batch_size=32,
+        progress=False,
+    )
+    check_output(tmp_path / "out", {f"doc-{i:05d}" for i in range(1000)})
+    assert result.ok == 1000
+
+
+@pytest.mark.parametrize("model_type", ["sdar", "llada"])
+def test_batched_equals_one_at_a_time_and_seed_gives_same_bytes(model_type, models, tmp_path):
+    docs = write_docs(tmp_path / "in.parquet", 12, seed=3)
+    job = parse_spec(spec())
+    outs = {}
+    for name, batch in (("one", 1), ("batched", 6), ("again", 6)):
+        run_job(
+            job, [docs], tmp_path / name, model=models[model_type], batch_size=batch, progress=False
+        )
+        outs[name] = read_answers(tmp_path / name).select("doc_id", "answers_json", "confidence")
+    assert outs["one"]["answers_json"].to_list() == outs["batched"]["answers_json"].to_list()
+    assert outs["batched"].equals(outs["again"])
+
+
+def test_sampling_is_seeded_per_document(models, tmp_path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 10, seed=4)
+    sampled = parse_spec(spec(decoding={"temperature": 1.0, "seed": 7}))
+    for name, batch in (("a", 2), ("b", 5)):
+        run_job(
+            sampled,
+            [docs],
+            tmp_path / name,
+            model=models["Dream"],
+            batch_size=batch,
+            progress=False,
+        )
+    a, b = read_answers(tmp_path / "a"), read_answers(tmp_path / "b")
+    assert a["answers_json"].to_list() == b["answers_json"].to_list()
+    check_output(tmp_path / "a", {f"doc-{i:05d}" for i in range(10)})
+
+
+def test_bad_rows_become_error_rows(models, tmp_path) -> None:
+    ids = ["a", "b", "c", "d", "d", "e", None, "f"]
+    docs = ["fine text", "", None, "one", "two", "x " * 9000, "no id", "nine questions"]
+    per_row = [None] * 7 + [
+        [{"id": f"q{i}", "text": f"Q{i}?", "schema": '{"type": "boolean"}'} for i in range(9)]
+    ]
+    bad_schema = [{"id": "z", "text": "Z?", "schema": '{"type": "string", "format": "hostname"}'}]
+    per_row[0] = bad_schema
+    pl.DataFrame(
+        {"doc_id": ids, "document": docs, "questions": per_row, "note": list("12345678")},
+        schema_overrides={
+            "questions": pl.List(
+                pl.Struct({"id": pl.String, "text": pl.String, "schema": pl.String})
+            )
+        },
+    ).write_parquet(tmp_path / "in.parquet")
+    result = run_job(
+        parse_spec(spec()),
+        [tmp_path / "in.parquet"],
+        tmp_path / "out",
+        model=models["sdar"],
+        progress=False,
+    )
+    frame = read_answers(tmp_path / "out")
+    errors = dict(zip(frame["doc_id"].to_list(), frame["error"].to_list(), strict=True))
+    assert "invalid questions" in errors["a"] and "/format" in errors["a"]
+    assert errors["b"] == "document is empty" and errors["c"] == "document is null"
+    assert errors["d"].startswith("duplicate doc_id (at in.parquet row 3, in.parquet row 4)")
+    assert "use --truncate" in errors["e"]
+    assert errors["f"] is None  # nine per-row questions: split into two blocks, decided
+    f_row = frame.filter(pl.col("doc_id") == "f").row(0, named=True)
+    assert list(json.loads(f_row["answers_json"])) == [f"q{i}" for i in range(9)]
+    assert f_row["note"] == "8"  # other columns are carried through untouched
+    invalid = pl.read_parquet(tmp_path / "out" / "errors.parquet")
+    assert "in.parquet row 6: doc_id is null" in invalid["error"].to_list()
+    assert result.invalid == 1 and result.exit_code == 1
+
+
+def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 3)
+    model = str(models["llada"])
+    pl.DataFrame({"id": ["x"], "document": ["t"]}).write_parquet(tmp_path / "noid.parquet")
+    (tmp_path / "text.parquet").write_text("this is not parquet")
+    (tmp_path / "a-file").write_text("")
+    hostname = {"id": "x", "text": "X?", "schema": {"type": "string", "format": "hostname"}}
+    specs = {
+        "job": spec(),
+        "bad": spec(questions=[*QUESTIONS[:2], hostname]),
+        "none": {"questions": []},
+        "other": spec(decoding={"threshold": 0.5}),
+    }
+    for name, content in specs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+
+    def run(inputs: Path, out: str, spec_name: str = "job", *extra: str):
+        args = ["run", str(inputs), "-o", str(tmp_path / out)]
+        args += ["--spec", str(tmp_path / f"{spec_name}.json"), "--model", model, *extra]
+        return CliRunner().invoke(main, args)
+
+    cases = [
+        (tmp_path / "noid.parquet", "o1", "job", "no doc_id column 'doc_id'"),
+        (tmp_path / "text.parquet", "o2", "job", "not a readable parquet file"),
+        (docs, "o3", "bad", "/format"),
+        (docs, "o4", "none", "no questions"),
+        (docs, "a-file/out", "job", "a-file"),
+        (docs, "o5", "missing", "cannot read"),
+        (tmp_path / "nothere.parquet", "o6", "job", "no such input file"),
+    ]
+    for inputs, out, spec_name, message in cases:
+        result = run(inputs, out, spec_name)
+        assert result.exit_code == 2, (out, result.output)
+        assert message in result.output, (message, result.output)
+    first = run(docs, "o7")
+    assert first.exit_code == 0, first.output
+    assert "answers: " in first.output
+    again = run(docs, "o7")
+    assert again.exit_code == 2 and "--resume" in again.output
+    foreign = run(docs, "o7", "other", "--resume")
+    assert foreign.exit_code == 2 and "another spec" in foreign.output
+    assert read_answers(tmp_path / "o7").height == 3  # nothing committed was lost
+
+
+def test_sigkill_then_resume_gives_one_row_per_doc_identical_to_uninterrupted(models, tmp_path):
+    docs = write_docs(tmp_path / "in.parquet", 120, seed=5)
+    (tmp_path / "job.json").write_text(json.dumps(spec()))
+    model = str(models["Dream"])
+    base = [
+        sys.executable,
+        "-m",
+        "decide",
+        "run",
+        str(docs),
+        "--spec",
+        str(tmp_path / "job.json"),
+        "--model",
+        model,
+        "--batch-size",
+        "4",
+        "--part-rows",
+        "8",
+        "--no-progress",
+    ]
+    subprocess.run([*base, "-o", str(tmp_path / "full")], check=True, capture_output=True)
+    proc = subprocess.Popen([*base, "-o", str(tmp_path / "killed")], stderr=subprocess.PIPE)
+    parts = tmp_path / "killed" / "answers"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(parts.glob("part-*.parquet"))) < 3:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written = len(list(parts.glob("part-*.parquet")))
+    assert 3 <= written < 15, "the run must be killed part-way"
+    resumed = subprocess.run(
+        [*base, "-o", str(tmp_path / "killed"), "--resume"], capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "from an earlier run" in resumed.stdout
+    full = read_answers(tmp_path / "full")
+    again = check_output(tmp_path / "killed", {f"doc-{i:05d}" for i in range(120)})
+    assert again.select("doc_id", "answers_json", "nfe").equals(
+        full.select("doc_id", "answers_json", "nfe")
+    )
+    # Confidences are products of float probabilities: the resumed run batches the remaining
+    # documents differently, which moves them by float rounding only.
+    for a, b in zip(again["confidence"].to_list(), full["confidence"].to_list(), strict=True):
+        assert a.keys() == b.keys()
+        assert all(abs(a[k] - b[k]) <= 1e-5 * max(abs(b[k]), 1e-30) for k in a)
+
+
+def test_python_api(models) -> None:
+    from decide import Decider
+
+    decider = Decider(models["bert"], batch_size=4)
+    one = decider.decide("A car was hit.", QUESTIONS[:3])
+    assert one.ok and set(one.answers) == {"kind", "eligible", "amount"}
+    many = decider.decide_many({"x": "water in the basement", "y": ""}, QUESTIONS[:2])
+    assert [d.doc_id for d in many] == ["x", "y"]
+    assert many[0].ok and many[1].error == "document is empty"
+    loaded = load_model(models["bert"])
+    assert loaded.config.family == "bert"

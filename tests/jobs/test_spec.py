@@ -1,0 +1,64 @@
+"""Job specs: strict at the edge, every error names the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from decide.jobs.spec import SpecError, load_spec, parse_questions, parse_spec
+
+QUESTION = {"id": "eligible", "text": "Is it eligible?", "schema": {"type": "boolean"}}
+
+
+def test_yaml_and_json_specs_load(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(
+        "questions:\n  - id: eligible\n    text: Is it eligible?\n    schema: {type: boolean}\n"
+        "decoding: {threshold: 0.8, seed: 3}\n"
+    )
+    (tmp_path / "job.json").write_text(json.dumps({"questions": [QUESTION]}))
+    a, b = load_spec(tmp_path / "job.yaml"), load_spec(tmp_path / "job.json")
+    assert a.questions[0].schema_ == {"type": "boolean"}
+    assert a.decoding.threshold == 0.8 and b.decoding.threshold == 0.9
+    assert a.fingerprint() != b.fingerprint()  # decoding settings change answers
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ({"questions": [QUESTION], "thresold": 0.5}, "thresold"),
+        ({"questions": [{**QUESTION, "id": "9lives"}]}, "questions.0.id"),
+        ({"questions": [{**QUESTION, "id": "a-b"}]}, "questions.0.id"),
+        ({"questions": [QUESTION, QUESTION]}, "appears twice"),
+        ({"questions": [{**QUESTION, "text": ""}]}, "questions.0.text"),
+        ({"questions": [QUESTION], "decoding": {"threshold": 1.5}}, "decoding.threshold"),
+        ({"questions": [QUESTION], "decoding": {"temp": 1}}, "decoding.temp"),
+        ({"questions": [QUESTION], "long_documents": "skip"}, "long_documents"),
+        ({"questions": [{"id": "a", "text": "t"}]}, "questions.0.schema"),
+    ],
+)
+def test_bad_specs_name_the_field(data: dict, where: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, "job.yaml")
+    assert where in str(info.value) and "job.yaml" in str(info.value)
+
+
+def test_unreadable_spec_files(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("questions: [\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(tmp_path / "bad.yaml")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(SpecError, match="a job spec is a mapping"):
+        load_spec(tmp_path / "list.json")
+
+
+def test_per_row_questions_take_schema_as_json_text() -> None:
+    raw = [{"id": "a", "text": "A?", "schema": '{"enum": ["x", "y"]}'}]
+    assert parse_questions(raw, "row 3")[0].schema_ == {"enum": ["x", "y"]}
+    with pytest.raises(SpecError, match=r"row 3: questions\.0\.schema"):
+        parse_questions([{"id": "a", "text": "A?", "schema": "{not json"}], "row 3")
+    with pytest.raises(SpecError, match="appear more than once"):
+        parse_questions(raw + raw, "row 3")

@@ -1,0 +1,640 @@
+"""Synthetic decision documents: insurance claims, loan applications and support tickets.
+
+Each domain draws facts, writes them into a document with one of several layouts (narrative,
+form, e-mail) and many phrasings per fact (negations included), adds distracting sentences, and
+returns the document with its gold decision object. Some answers are stated facts (a category, an
+amount, a name, a yes/no fact); others are derived from several facts (a claim is eligible when the
+policy is active and the amount is within the limit), so related questions depend on each other.
+
+Phrasings, layouts and entities (names, cities, products) are split: `split="train"` draws from
+the first part of every list and `split="test"` only from held-out parts, so test documents use
+templates and entities never seen in training. Everything is driven by one `random.Random`, so a
+seed gives the same documents on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Split = str  # "train" | "test"
+HELD_OUT = 0.3  # share of every phrasing/entity list kept for the test split
+
+
+def pick(rng: random.Random, items: Sequence[Any], split: Split) -> Any:
+    """Draw from the split's share of a list: the first 70 % for train, the rest for test."""
+    cut = max(1, int(len(items) * (1 - HELD_OUT)))
+    pool = items[:cut] if split == "train" or cut == len(items) else items[cut:]
+    return rng.choice(pool)
+
+
+FIRST = [
+    "Maria", "James", "Aisha", "Tom", "Lena", "Carlos", "Yuki", "Priya", "Oliver", "Fatima",
+    "Noah", "Elena", "Samuel", "Grace", "Ivan", "Chloe", "Mateo", "Hannah", "Kofi", "Sofia",
+    "Daniel", "Amara", "Lucas", "Mei", "Jonas", "Leila", "Victor", "Nora", "Hugo", "Zara",
+    "Peter", "Ingrid", "Omar", "Clara", "Rafael", "Alice", "Emil", "Rosa", "Felix", "Anya",
+]  # fmt: skip
+LAST = [
+    "Garcia", "Smith", "Khan", "Brown", "Novak", "Silva", "Tanaka", "Patel", "Wright", "Haddad",
+    "Miller", "Rossi", "Okafor", "Chen", "Petrov", "Dubois", "Lopez", "Weber", "Mensah", "Costa",
+    "Walker", "Adeyemi", "Moreau", "Wang", "Berg", "Nasser", "Ivanova", "Lind", "Fischer", "Ali",
+    "Hughes", "Larsen", "Sato", "Keller", "Romero", "Olsen", "Baker", "Morales", "Young", "Kim",
+]  # fmt: skip
+CITIES = [
+    "Boston", "Denver", "Austin", "Seattle", "Chicago", "Phoenix", "Portland", "Atlanta",
+    "Dallas", "Miami", "Detroit", "Memphis", "Omaha", "Tucson", "Fresno", "Boise", "Reno",
+    "Tampa", "Raleigh", "Madison", "Spokane", "Lincoln", "Toledo", "Buffalo", "Orlando",
+    "Houston", "Oakland", "Salem", "Dayton", "Eugene", "Mobile", "Akron", "Albany", "Topeka",
+    "Laredo", "Irvine", "Tulsa", "Wichita", "Norfolk", "Durham",
+]  # fmt: skip
+DISTRACTORS = [
+    "The weather that week had been unusually mild.",
+    "I have been a customer for many years and usually have no complaints.",
+    "Please let me know if you need any additional documents.",
+    "My neighbour suggested I write to you directly.",
+    "I can be reached by phone most afternoons.",
+    "Thank you for your patience while I gathered everything.",
+    "This is my first time dealing with a situation like this.",
+    "I have attached copies of the relevant receipts.",
+    "Sorry for the long message, I wanted to include all details.",
+    "My reference number from the last call was lost, unfortunately.",
+    "I would appreciate a quick answer if at all possible.",
+    "Everything else about the service has been fine so far.",
+]
+
+
+def money(rng: random.Random, amount: int) -> str:
+    style = rng.randrange(4)
+    if style == 0:
+        return f"${amount:,}"
+    if style == 1:
+        return f"{amount:,} dollars"
+    if style == 2:
+        return f"USD {amount:,}"
+    return f"${amount}"
+
+
+def person(rng: random.Random, split: Split) -> str:
+    return f"{pick(rng, FIRST, split)} {pick(rng, LAST, split)}"
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    questions: list[dict[str, Any]]  # job-format questions (id, text, schema)
+    sample: Callable[[random.Random, Split], tuple[str, dict[str, Any]]]
+
+
+def name_fact(rng: random.Random, name: str, split: Split) -> str:
+    return pick(
+        rng,
+        [
+            f"My name is {name}.",
+            f"I am {name}.",
+            f"This is {name} writing.",
+            f"{name} here.",
+            f"I, {name}, am the account holder.",
+            f"My full name is {name}.",
+            f"You can reach me as {name}.",
+        ],
+        split,
+    )
+
+
+def _assemble(
+    rng: random.Random,
+    split: Split,
+    facts: list[str],
+    *,
+    greeting: str,
+    closing: str,
+    form: list[tuple[str, str]],
+) -> str:
+    """Lay facts out as a narrative, an e-mail or a form, with distractors in between."""
+    layouts = ["narrative", "email", "form", "narrative-2", "email-2"]
+    layout = pick(rng, layouts, split)
+    facts = list(facts)
+    rng.shuffle(facts)
+    for _ in range(rng.randint(1, 2)):
+        facts.insert(rng.randrange(len(facts) + 1), rng.choice(DISTRACTORS))
+    if layout == "form":
+        lines = [f"{key}: {value}" for key, value in form]
+        rng.shuffle(lines)
+        return "\n".join(lines) + "\nNotes: " + " ".join(facts)
+    if layout.startswith("email"):
+        body = " ".join(facts)
+        sep = "\n\n" if layout == "email" else "\n"
+        return f"{greeting}{sep}{body}{sep}{closing}"
+    if layout == "narrative-2":
+        half = len(facts) // 2
+        return " ".join(facts[:half]) + "\n\n" + " ".join(facts[half:])
+    return " ".join(facts)
+
+
+# --------------------------------------------------------------------------- insurance claims
+CLAIM_TYPES = {
+    "auto": ["my car was hit in a parking lot", "our vehicle was rear-ended at a junction",
+             "the car's windshield was smashed", "my truck slid into a ditch",
+             "someone backed into my car", "the van was damaged in a collision"],
+    "home": ["a pipe burst and flooded the kitchen", "the roof was damaged in a storm",
+             "a fire started in the garage", "our basement flooded after heavy rain",
+             "a tree fell onto the house", "the living room ceiling collapsed"],
+    "health": ["I needed emergency surgery", "my daughter was admitted to hospital",
+               "I broke my wrist and needed a cast", "I had to stay in a clinic for a week",
+               "my son needed stitches at the ER", "I was treated for pneumonia"],
+    "travel": ["my luggage was lost on a flight", "our trip was cancelled at the last minute",
+               "my passport was stolen abroad", "the airline cancelled our connection",
+               "I fell ill during a holiday abroad", "our hotel booking fell through"],
+}  # fmt: skip
+
+
+def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
+    claim_type = rng.choice(sorted(CLAIM_TYPES))
+    name, city = person(rng, split), pick(rng, CITIES, split)
+    limit = rng.choice([5000, 10000, 15000, 20000, 25000, 50000])
+    amount = rng.randint(200, 60000) if rng.random() < 0.5 else rng.randint(200, limit)
+    active, police = rng.random() < 0.7, rng.random() < 0.5
+    over = amount > limit
+    event = pick(rng, CLAIM_TYPES[claim_type], split)
+    facts = [
+        name_fact(rng, name, split),
+        pick(
+            rng,
+            [
+                f"On the night in question {event}.",
+                f"I am writing because {event}.",
+                f"Last month {event}.",
+                f"Unfortunately {event}.",
+                f"I need to report that {event}.",
+                f"Earlier this week {event}.",
+                f"As you may know, {event}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"The total damage comes to {money(rng, amount)}.",
+                f"I am claiming {money(rng, amount)}.",
+                f"The repair estimate is {money(rng, amount)}.",
+                f"My costs so far add up to {money(rng, amount)}.",
+                f"The amount claimed is {money(rng, amount)}.",
+                f"Altogether I paid {money(rng, amount)}.",
+                f"The invoice I received totals {money(rng, amount)}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"My policy covers up to {money(rng, limit)}.",
+                f"The coverage limit on my policy is {money(rng, limit)}.",
+                f"According to my contract the maximum payout is {money(rng, limit)}.",
+                f"The policy limit is {money(rng, limit)}.",
+                f"I believe my plan pays at most {money(rng, limit)}.",
+                f"Coverage is capped at {money(rng, limit)}.",
+                f"My plan has a limit of {money(rng, limit)}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                "My policy is active and all premiums are paid.",
+                "The policy is currently in force.",
+                "I renewed my policy in January.",
+                "My coverage is up to date.",
+                "All payments on the policy are current.",
+                "The policy has been active for three years.",
+                "My policy is valid and paid in full.",
+            ]
+            if active
+            else [
+                "My policy lapsed last spring because of a missed payment.",
+                "The policy is not active at the moment.",
+                "I let the coverage expire in March.",
+                "My policy was cancelled before this happened.",
+                "I forgot to renew, so the policy has expired.",
+                "The policy ended last year and was not renewed.",
+                "My policy is currently suspended.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                "A police report was filed the same day.",
+                "The police came and wrote a report.",
+                "I reported it to the police right away.",
+                "There is an official police report.",
+                "Officers filed a report at the scene.",
+                "I have a copy of the police report.",
+                "The incident was reported to the police.",
+            ]
+            if police
+            else [
+                "No police report was filed.",
+                "I did not contact the police.",
+                "There is no police report for this.",
+                "The police were not involved.",
+                "Nobody called the police.",
+                "I never filed a report with the police.",
+                "We did not report it to the police.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"This happened in {city}.",
+                f"I live in {city}.",
+                f"The incident took place in {city}.",
+                f"It all happened near {city}.",
+                f"Our home is in {city}.",
+                f"I was in {city} at the time.",
+                f"The location was {city}.",
+            ],
+            split,
+        ),
+    ]
+    greeting = pick(
+        rng,
+        [
+            "Dear claims team,",
+            "Hello,",
+            "To whom it may concern,",
+            "Hi there,",
+            "Dear Sir or Madam,",
+        ],
+        split,
+    )
+    closing = pick(
+        rng,
+        [
+            f"Regards,\n{name}",
+            f"Best wishes,\n{name}",
+            f"Thank you,\n{name}",
+            f"Sincerely,\n{name}",
+            f"Kind regards,\n{name}",
+        ],
+        split,
+    )
+    form = [
+        ("Policyholder", name),
+        ("City", city),
+        ("Claim amount", money(rng, amount)),
+        ("Policy limit", money(rng, limit)),
+    ]
+    gold = {
+        "claim_type": claim_type,
+        "claimant": name,
+        "city": city,
+        "amount": amount,
+        "policy_limit": limit,
+        "policy_active": active,
+        "police_report": police,
+        "over_limit": over,
+        "eligible": active and not over,
+    }
+    return _assemble(rng, split, facts, greeting=greeting, closing=closing, form=form), gold
+
+
+CLAIM_QUESTIONS = [
+    {"id": "claim_type", "text": "What kind of claim is this?",
+     "schema": {"enum": ["auto", "home", "health", "travel"]}},
+    {"id": "claimant", "text": "What is the claimant's full name?",
+     "schema": {"type": "string", "minLength": 3, "maxLength": 24}},
+    {"id": "city", "text": "In which city did it happen?",
+     "schema": {"type": "string", "minLength": 2, "maxLength": 16}},
+    {"id": "amount", "text": "How many dollars are claimed?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 100000}},
+    {"id": "policy_limit", "text": "What is the policy limit in dollars?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 100000}},
+    {"id": "policy_active", "text": "Is the policy active?", "schema": {"type": "boolean"}},
+    {"id": "police_report", "text": "Was a police report filed?", "schema": {"type": "boolean"}},
+    {"id": "over_limit", "text": "Does the claimed amount exceed the policy limit?",
+     "schema": {"type": "boolean"}},
+    {"id": "eligible", "text": "Is the claim eligible (active policy, amount within the limit)?",
+     "schema": {"type": "boolean"}},
+]  # fmt: skip
+
+# --------------------------------------------------------------------------- loan applications
+PURPOSES = {
+    "home": ["to buy our first house", "for the down payment on an apartment",
+             "to renovate the family home", "to purchase a small condo"],
+    "car": ["to buy a used car", "to replace my old vehicle", "for a new pickup truck",
+            "to finance an electric car"],
+    "education": ["to pay for a master's degree", "for my daughter's tuition",
+                  "to cover nursing school fees", "for a coding bootcamp"],
+    "business": ["to open a small bakery", "to buy equipment for my workshop",
+                 "to expand my cleaning company", "to stock my online shop"],
+}  # fmt: skip
+
+
+def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
+    purpose = rng.choice(sorted(PURPOSES))
+    name, city = person(rng, split), pick(rng, CITIES, split)
+    income = rng.randrange(18000, 150000, 500)
+    requested = rng.randrange(1000, 90000, 250)
+    employed, defaults = rng.random() < 0.7, rng.random() < 0.3
+    years = rng.randint(1, 30)
+    affordable = requested <= income
+    facts = [
+        name_fact(rng, name, split),
+        pick(
+            rng,
+            [
+                f"I would like to borrow {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
+                f"I am applying for a loan of {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
+                f"The loan I need is {money(rng, requested)}, {pick(rng, PURPOSES[purpose], split)}.",
+                f"Please consider my request for {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
+                f"I need {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"My annual income is {money(rng, income)}.",
+                f"I earn {money(rng, income)} a year.",
+                f"My yearly salary is {money(rng, income)}.",
+                f"Our household brings in {money(rng, income)} per year.",
+                f"Last year I made {money(rng, income)}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"I have worked at the same company for {years} years.",
+                "I am employed full time as a nurse.",
+                "I currently work as an engineer.",
+                "I have a permanent position at a local school.",
+                "I am employed by the city council.",
+            ]
+            if employed
+            else [
+                "I am currently between jobs.",
+                "I lost my job in the spring.",
+                "At the moment I am not employed.",
+                "I have been unemployed since January.",
+                "I do not have a job right now.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                "I defaulted on a car loan two years ago.",
+                "I missed several payments on a previous loan.",
+                "There is a past default on my credit record.",
+                "I once failed to repay a personal loan.",
+                "My credit history shows a default from 2019.",
+            ]
+            if defaults
+            else [
+                "I have never missed a loan payment.",
+                "My credit record has no defaults.",
+                "I have always repaid my debts on time.",
+                "There are no defaults in my history.",
+                "I have never defaulted on any loan.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"I live in {city}.",
+                f"I am based in {city}.",
+                f"My address is in {city}.",
+                f"We moved to {city} recently.",
+                f"I have lived in {city} all my life.",
+            ],
+            split,
+        ),
+    ]
+    greeting = pick(
+        rng,
+        ["Dear loan officer,", "Hello,", "Dear bank,", "Good morning,", "To the lending team,"],
+        split,
+    )
+    closing = pick(
+        rng,
+        [
+            f"Yours,\n{name}",
+            f"Regards,\n{name}",
+            f"Thanks,\n{name}",
+            f"Best,\n{name}",
+            f"Sincerely,\n{name}",
+        ],
+        split,
+    )
+    form = [
+        ("Applicant", name),
+        ("City", city),
+        ("Requested", money(rng, requested)),
+        ("Annual income", money(rng, income)),
+    ]
+    gold = {
+        "purpose": purpose,
+        "applicant": name,
+        "city": city,
+        "requested": requested,
+        "income": income,
+        "employed": employed,
+        "prior_default": defaults,
+        "within_income": affordable,
+        "approve": employed and not defaults and affordable,
+    }
+    return _assemble(rng, split, facts, greeting=greeting, closing=closing, form=form), gold
+
+
+LOAN_QUESTIONS = [
+    {"id": "purpose", "text": "What is the loan for?",
+     "schema": {"enum": ["home", "car", "education", "business"]}},
+    {"id": "applicant", "text": "What is the applicant's full name?",
+     "schema": {"type": "string", "minLength": 3, "maxLength": 24}},
+    {"id": "city", "text": "Where does the applicant live?",
+     "schema": {"type": "string", "minLength": 2, "maxLength": 16}},
+    {"id": "requested", "text": "How many dollars are requested?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 200000}},
+    {"id": "income", "text": "What is the annual income in dollars?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 500000}},
+    {"id": "employed", "text": "Is the applicant employed?", "schema": {"type": "boolean"}},
+    {"id": "prior_default", "text": "Has the applicant defaulted before?",
+     "schema": {"type": "boolean"}},
+    {"id": "within_income", "text": "Is the requested amount at most the annual income?",
+     "schema": {"type": "boolean"}},
+    {"id": "approve", "text": "Approve (employed, no default, amount within income)?",
+     "schema": {"type": "boolean"}},
+]  # fmt: skip
+
+# --------------------------------------------------------------------------- support tickets
+TICKETS = {
+    "billing": ["I was charged twice for my subscription", "my invoice shows the wrong amount",
+                "I see a charge I do not recognise", "the discount was not applied to my bill"],
+    "technical": ["the app crashes every time I open it", "I cannot log in since the update",
+                  "the device will not connect to wifi", "the screen keeps freezing"],
+    "shipping": ["my package never arrived", "the parcel was delivered to the wrong address",
+                 "the box arrived damaged", "tracking has not updated for a week"],
+    "account": ["I want to change the email on my account", "please close my account",
+                "I need to update my billing address", "I cannot reset my password"],
+}  # fmt: skip
+PRODUCTS = [
+    "wireless headphones", "coffee maker", "smart watch", "desk lamp", "blender", "router",
+    "phone case", "electric kettle", "fitness tracker", "keyboard", "backpack", "speaker",
+    "air purifier", "robot vacuum", "webcam", "monitor",
+]  # fmt: skip
+
+
+def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
+    category = rng.choice(sorted(TICKETS))
+    name, product = person(rng, split), pick(rng, PRODUCTS, split)
+    days = rng.randint(1, 90)
+    urgent, refund = rng.random() < 0.35, rng.random() < 0.5
+    issue = pick(rng, TICKETS[category], split)
+    facts = [
+        name_fact(rng, name, split),
+        pick(
+            rng,
+            [
+                f"I am contacting you because {issue}.",
+                f"The problem is that {issue}.",
+                f"Since yesterday {issue}.",
+                f"I noticed that {issue}.",
+                f"It seems that {issue}.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                f"I bought the {product} {days} days ago.",
+                f"The {product} was purchased {days} days ago.",
+                f"It has been {days} days since I ordered the {product}.",
+                f"My {product} order is {days} days old.",
+                f"I received the {product} {days} days ago.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                "This is urgent, please respond today.",
+                "I need this fixed immediately.",
+                "Please treat this as a high priority.",
+                "It is urgent for my work.",
+                "I need an answer as soon as possible, it is urgent.",
+            ]
+            if urgent
+            else [
+                "There is no rush on this.",
+                "Whenever you have time is fine.",
+                "It is not urgent.",
+                "No hurry, just wanted to let you know.",
+                "Take your time with this one.",
+            ],
+            split,
+        ),
+        pick(
+            rng,
+            [
+                "I would like a full refund.",
+                "Please refund my money.",
+                "I am asking for my money back.",
+                "I want a refund for this purchase.",
+                "Could you process a refund?",
+            ]
+            if refund
+            else [
+                "I do not want a refund, just a fix.",
+                "A refund is not necessary.",
+                "I am not asking for my money back.",
+                "Please do not refund me, I want it solved.",
+                "I would rather keep the product than get a refund.",
+            ],
+            split,
+        ),
+    ]
+    greeting = pick(
+        rng,
+        ["Hi support,", "Hello team,", "Dear customer service,", "Hey,", "Good afternoon,"],
+        split,
+    )
+    closing = pick(
+        rng,
+        [
+            f"Cheers,\n{name}",
+            f"Thanks,\n{name}",
+            f"Regards,\n{name}",
+            f"Best,\n{name}",
+            f"Many thanks,\n{name}",
+        ],
+        split,
+    )
+    form = [("Customer", name), ("Product", product), ("Days since purchase", str(days))]
+    gold = {
+        "category": category,
+        "customer": name,
+        "product": product,
+        "days_since_purchase": days,
+        "urgent": urgent,
+        "refund_requested": refund,
+        "refund_eligible": refund and days <= 30,
+        "priority": "high"
+        if urgent
+        else ("medium" if category in ("billing", "technical") else "low"),
+    }
+    return _assemble(rng, split, facts, greeting=greeting, closing=closing, form=form), gold
+
+
+TICKET_QUESTIONS = [
+    {"id": "category", "text": "Which team should handle the ticket?",
+     "schema": {"enum": ["billing", "technical", "shipping", "account"]}},
+    {"id": "customer", "text": "What is the customer's full name?",
+     "schema": {"type": "string", "minLength": 3, "maxLength": 24}},
+    {"id": "product", "text": "Which product is it about?",
+     "schema": {"type": "string", "minLength": 3, "maxLength": 20}},
+    {"id": "days_since_purchase", "text": "How many days ago was the purchase?",
+     "schema": {"type": "integer", "minimum": 0, "maximum": 365}},
+    {"id": "urgent", "text": "Is the customer asking for urgent handling?",
+     "schema": {"type": "boolean"}},
+    {"id": "refund_requested", "text": "Does the customer want a refund?",
+     "schema": {"type": "boolean"}},
+    {"id": "refund_eligible", "text": "Is a refund due (requested within 30 days of purchase)?",
+     "schema": {"type": "boolean"}},
+    {"id": "priority", "text": "What priority should the ticket get?",
+     "schema": {"enum": ["low", "medium", "high"]}},
+]  # fmt: skip
+
+DOMAINS = {
+    "claims": Domain("claims", CLAIM_QUESTIONS, _claim),
+    "loans": Domain("loans", LOAN_QUESTIONS, _loan),
+    "tickets": Domain("tickets", TICKET_QUESTIONS, _ticket),
+}
+# Which answers restate the document and which are derived from several facts.
+DERIVED = {"over_limit", "eligible", "within_income", "approve", "refund_eligible", "priority"}
+# Answers implied by others, checked by the "joint vs separate" benchmark.
+DEPENDENCIES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "eligible": lambda a: a["eligible"] == (a["policy_active"] and not a["over_limit"]),
+    "over_limit": lambda a: a["over_limit"] == (a["amount"] > a["policy_limit"]),
+    "approve": lambda a: a["approve"] == (a["employed"] and not a["prior_default"] and a["within_income"]),
+    "within_income": lambda a: a["within_income"] == (a["requested"] <= a["income"]),
+    "refund_eligible": lambda a: a["refund_eligible"] == (a["refund_requested"] and a["days_since_purchase"] <= 30),
+}  # fmt: skip
+
+
+def sample_document(
+    rng: random.Random, split: Split, domain: str | None = None, min_q: int = 4, max_q: int = 8
+) -> tuple[str, str, list[dict[str, Any]], dict[str, Any]]:
+    """(domain, document, questions, gold answers): 4–8 of the domain's questions, in their
+    defined order, with the gold value of each."""
+    name = domain or rng.choice(sorted(DOMAINS))
+    spec = DOMAINS[name]
+    text, gold = spec.sample(rng, split)
+    count = rng.randint(min_q, min(max_q, len(spec.questions)))
+    chosen = sorted(rng.sample(range(len(spec.questions)), count))
+    questions = [spec.questions[i] for i in chosen]
+    return name, text, questions, {q["id"]: gold[q["id"]] for q in questions}
