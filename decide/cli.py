@@ -178,3 +178,42 @@ def run(
     click.echo(f"errors:  {out / 'errors.parquet'}")
     click.echo(f"summary: {out / 'manifest.json'}")
     sys.exit(result.exit_code)
+
+
+@main.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path))
+@click.option(
+    "--model", type=click.Path(path_type=Path), help="Model directory (default: bundled)."
+)
+def validate(spec_path: Path, model: Path | None) -> None:
+    """Compile every question of a job spec against the model's tokenizer.
+
+    Prints, per question, whether its schema is supported (with the slot length in tokens) or
+    refused (JSON pointer and keyword). Exits 2 when anything is refused.
+
+    \b
+    Example:
+      decide validate examples/claims.yaml
+    """
+    from decide.bundled import resolve_model_path
+    from decide.jobs.questions import QuestionCompiler
+    from decide.jobs.spec import SpecError, load_spec
+    from decide.schemas import check_questions, render_table
+
+    try:
+        spec = load_spec(spec_path)
+        path = resolve_model_path(model if model is not None else spec.model)
+        _, config, tokenizer = load_config(path)
+        compiler = QuestionCompiler(config, tokenizer)
+    except (SpecError, ModelLoadError) as exc:
+        _fail(str(exc))
+        return
+    if not spec.questions:
+        _fail(f"{spec_path}: the spec has no questions (per-row questions are checked by `run`)")
+    reports = check_questions([(q.id, q.schema_) for q in spec.questions], compiler.vocabulary)
+    click.echo(f"model: {path} ({config.model_type}, {compiler.vocabulary.size} tokens)")
+    click.echo(render_table(reports))
+    refused = [r.question_id for r in reports if not r.supported]
+    if refused:
+        _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
+    click.echo(f"all {len(reports)} questions supported")

@@ -82,7 +82,7 @@ class DecisionEngine:
     ) -> None:
         self.loaded = loaded
         self.decoding = decoding or Decoding()
-        self.compiler = QuestionCompiler(loaded)
+        self.compiler = QuestionCompiler(loaded.config, loaded.tokenizer)
         eos = loaded.tokenizer.special_id("eos_token")
         self.packer = Packer(
             loaded.tokenizer,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from decide.engine.loader import LoadedModel
+from decide.engine.config import ModelConfig
+from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import CompiledSlot, Vocabulary, compile_slot
 
 from .spec import Question, SpecError
@@ -25,11 +26,10 @@ class CompiledQuestion:
     slot: CompiledSlot
 
 
-def special_ids(loaded: LoadedModel) -> set[int]:
+def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
     """Token ids that may never stand inside a value: the mask, every special and added token
     the tokenizer marks special, and the tokenizer's configured special tokens."""
-    tokenizer = loaded.tokenizer
-    ids = {loaded.config.mask_token_id}
+    ids = {config.mask_token_id}
     for token_id, added in tokenizer.tokenizer.get_added_tokens_decoder().items():
         if added.special:
             ids.add(token_id)
@@ -40,23 +40,25 @@ def special_ids(loaded: LoadedModel) -> set[int]:
     return ids
 
 
-def filler_id(loaded: LoadedModel) -> int:
+def filler_id(tokenizer: TokenizerBundle) -> int:
     """The token that fills slot positions after a value: pad, else end of sequence."""
     for key in ("pad_token", "eos_token"):
-        token_id = loaded.tokenizer.special_id(key)
+        token_id = tokenizer.special_id(key)
         if token_id is not None:
             return token_id
     raise SpecError(
-        f"{loaded.path}: the tokenizer defines neither pad_token nor eos_token, so there is no "
-        "filler token for the positions after a value"
+        "the tokenizer defines neither pad_token nor eos_token, so there is no filler token for "
+        "the positions after a value"
     )
 
 
 class QuestionCompiler:
-    def __init__(self, loaded: LoadedModel) -> None:
-        self.filler_id = filler_id(loaded)
+    """Compiles questions against a model's tokenizer (the weights are not needed)."""
+
+    def __init__(self, config: ModelConfig, tokenizer: TokenizerBundle) -> None:
+        self.filler_id = filler_id(tokenizer)
         self.vocabulary = Vocabulary.from_tokenizer(
-            loaded.tokenizer.tokenizer, excluded=special_ids(loaded) | {self.filler_id}
+            tokenizer.tokenizer, excluded=special_ids(config, tokenizer) | {self.filler_id}
         )
 
     def compile(self, question: Question) -> CompiledQuestion:

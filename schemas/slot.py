@@ -71,6 +71,13 @@ class CompiledSlot:
                 break
             if reach[self._acc].any():
                 lengths.append(k)
+        if not lengths:
+            raise UnsupportedSchema(
+                "",
+                "",
+                "no value satisfies this schema (its constraints contradict each other, "
+                "or no value can be spelled with this vocabulary)",
+            )
         fitting = [k for k in lengths if k <= max_tokens]
         if not fitting:
             raise UnsupportedSchema(

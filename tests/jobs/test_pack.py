@@ -33,7 +33,7 @@ def test_balanced_groups(count: int, sizes: list[int]) -> None:
 @pytest.fixture(scope="module")
 def setup(tiny_checkpoint):
     loaded = load_model(tiny_checkpoint("sdar"))
-    compiler = QuestionCompiler(loaded)
+    compiler = QuestionCompiler(loaded.config, loaded.tokenizer)
     packer = Packer(
         loaded.tokenizer,
         mask_id=loaded.config.mask_token_id,

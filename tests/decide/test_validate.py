@@ -1,0 +1,38 @@
+"""`decide validate SPEC`: per question supported (slot length) or refused (pointer, keyword)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from decide.cli import main
+
+
+def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
+    model = str(tiny_checkpoint("sdar"))
+    good = {"questions": [
+        {"id": "kind", "text": "Kind?", "schema": {"enum": ["auto", "home"]}},
+        {"id": "n", "text": "N?", "schema": {"type": "integer", "minimum": 0, "maximum": 999}},
+    ]}  # fmt: skip
+    bad = {"questions": [
+        *good["questions"],
+        {"id": "host", "text": "Host?", "schema": {"type": "string", "format": "hostname"}},
+        {"id": "none", "text": "?", "schema": {"type": "integer", "minimum": 5, "maximum": 1}},
+    ]}  # fmt: skip
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    ok = CliRunner().invoke(main, ["validate", str(tmp_path / "good.json"), "--model", model])
+    assert ok.exit_code == 0, ok.output
+    lines = {line.split()[0]: line for line in ok.output.splitlines() if line.strip()}
+    assert "supported" in lines["kind"] and "2 values" in lines["kind"]
+    assert "supported" in lines["n"]
+    assert "all 2 questions supported" in ok.output
+    refused = CliRunner().invoke(main, ["validate", str(tmp_path / "bad.json"), "--model", model])
+    assert refused.exit_code == 2
+    lines = {line.split()[0]: line for line in refused.output.splitlines() if line.strip()}
+    assert "refused" in lines["host"] and "/format format" in lines["host"]
+    assert "refused" in lines["none"] and "no value satisfies" in lines["none"]
+    assert "2 of 4 questions refused: host, none" in refused.output
+    missing = CliRunner().invoke(main, ["validate", str(tmp_path / "nope.json"), "--model", model])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
