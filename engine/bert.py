@@ -34,13 +34,13 @@ class BertLayer(nn.Module):
         self.output_norm = nn.LayerNorm(h, eps=c.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache, layer: int, plan: AttentionPlan
+        self, x: torch.Tensor, cache: KVCache | None, layer: int, plan: AttentionPlan
     ) -> torch.Tensor:
         b, lw, h = x.shape
         q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.key(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         v = self.value(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
-        keys, values = cache.write(layer, k, v, plan.span)  # [B, H, S, D]
+        keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
         attn = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h)
         x = self.attn_norm(x + self.attn_out(attn))
         return self.output_norm(x + self.output(F.gelu(self.intermediate(x))))
@@ -60,7 +60,9 @@ class BertLM(WindowedModel):
         self.head_norm = nn.LayerNorm(h, eps=config.norm_eps)
         self.head_bias = nn.Parameter(torch.zeros(config.embedding_size))
 
-    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
+    def _trunk(
+        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
+    ) -> torch.Tensor:
         x = self.embed(input_ids) + self.positions(plan.positions) + self.token_types.weight[0]
         x = self.embed_norm(x)  # [B, Lw, H]
         for i, layer in enumerate(self.layers):

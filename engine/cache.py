@@ -65,8 +65,9 @@ class KVCache:
         b, h, lw, d = k_new.shape
         positions = self.lengths[:, None] + torch.arange(lw, device=k_new.device)  # [B, Lw]
         index = positions[:, None, :, None].expand(b, h, lw, d)
-        self.k[layer].scatter_(2, index, k_new)
-        self.v[layer].scatter_(2, index, v_new)
+        # Under autocast the projections come out in a lower precision than the buffers.
+        self.k[layer].scatter_(2, index, k_new.to(self.k[layer].dtype))
+        self.v[layer].scatter_(2, index, v_new.to(self.v[layer].dtype))
         return self.k[layer][:, :, :span], self.v[layer][:, :, :span]
 
     def commit(self, counts: torch.Tensor, hidden: torch.Tensor | None = None) -> None:

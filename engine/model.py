@@ -40,7 +40,7 @@ class SelfAttention(nn.Module):
         x: torch.Tensor,  # [B, Lw, H]
         cos: torch.Tensor,  # [B, Lw, D]
         sin: torch.Tensor,
-        cache: KVCache,
+        cache: KVCache | None,
         layer: int,
         plan: AttentionPlan,
     ) -> torch.Tensor:
@@ -52,7 +52,8 @@ class SelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q.transpose(1, 2), cos, sin)  # [B, Hq, Lw, D]
         k = apply_rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Lw, D]
-        keys, values = cache.write(layer, k, v.transpose(1, 2), plan.span)  # [B, Hkv, S, D]
+        v = v.transpose(1, 2)
+        keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
         out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
         return self.o_proj(out.transpose(1, 2).reshape(b, lw, -1))
 
@@ -94,8 +95,11 @@ class WindowedModel(nn.Module):
             device=self.device,
         )
 
-    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
-        """Final hidden states `[B, Lw, H]` of the window (unshifted)."""
+    def _trunk(
+        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
+    ) -> torch.Tensor:
+        """Final hidden states `[B, Lw, H]` of the window (unshifted); no cache: the window is
+        the whole sequence."""
         raise NotImplementedError
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -112,18 +116,19 @@ class WindowedModel(nn.Module):
     def forward(
         self,
         input_ids: torch.Tensor,
-        cache: KVCache,
+        cache: KVCache | None = None,
         window_lens: torch.Tensor | None = None,
         commit: torch.Tensor | int | None = None,
     ) -> torch.Tensor:
         """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
         `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
-        row or one int, default 0) makes that many leading window tokens part of the prefix."""
+        row or one int, default 0) makes that many leading window tokens part of the prefix.
+        Without a cache the window is each row's whole sequence (training, exact recompute)."""
         c = self.config
-        if input_ids.dim() != 2 or input_ids.shape[0] != cache.batch_size:
+        if input_ids.dim() != 2 or (cache is not None and input_ids.shape[0] != cache.batch_size):
             raise ValueError(
-                f"input_ids must be [B, L] with B = cache batch {cache.batch_size}, "
-                f"got {list(input_ids.shape)}"
+                f"input_ids must be [B, L] with B = cache batch "
+                f"{None if cache is None else cache.batch_size}, got {list(input_ids.shape)}"
             )
         b, lw = input_ids.shape
         device = input_ids.device
@@ -140,7 +145,9 @@ class WindowedModel(nn.Module):
                 f"commit must lie in [0, window_lens], got {counts.tolist()} "
                 f"for window_lens {window_lens.tolist()}"
             )
-        prefix = cache.lengths
+        if cache is None and bool((counts > 0).any()):
+            raise ValueError("commit needs a cache to commit to")
+        prefix = torch.zeros(b, dtype=torch.long, device=device) if cache is None else cache.lengths
         if c.attention == "block_causal" and bool((prefix % c.block_size).any()):
             raise ValueError(
                 f"block-causal model ({c.model_type}, block size {c.block_size}): every row's "
@@ -153,16 +160,20 @@ class WindowedModel(nn.Module):
             )
         block = c.block_size if c.attention == "block_causal" else None
         plan = plan_attention(prefix, window_lens, lw, block)
-        cache.reserve(plan.span)
+        if cache is not None:
+            cache.reserve(plan.span)
         hidden = self._trunk(input_ids, plan, cache)  # [B, Lw, H]
 
         aligned = hidden
         if c.logits_shift:
-            first = torch.where(
-                cache.has_last[:, None], cache.last_hidden, torch.zeros_like(cache.last_hidden)
-            )
-            aligned = torch.cat((first[:, None].to(hidden.dtype), hidden[:, :-1]), dim=1)
-        cache.commit(counts, hidden if c.logits_shift else None)
+            first = torch.zeros_like(hidden[:, 0])  # [B, H]
+            if cache is not None:
+                first = torch.where(
+                    cache.has_last[:, None], cache.last_hidden.to(hidden.dtype), first
+                )
+            aligned = torch.cat((first[:, None], hidden[:, :-1]), dim=1)
+        if cache is not None:
+            cache.commit(counts, hidden if c.logits_shift else None)
         return aligned
 
 
@@ -181,7 +192,9 @@ class DiffusionLM(WindowedModel):
             else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
         )
 
-    def _trunk(self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache) -> torch.Tensor:
+    def _trunk(
+        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
+    ) -> torch.Tensor:
         c = self.config
         x = self.embed(input_ids)  # [B, Lw, H]
         cos, sin = rope_cos_sin(plan.positions, c.head_dim, c.rope_theta, x.dtype)

@@ -183,9 +183,11 @@ class Sampler:
                     stepped.extend(lanes)
                 if refill:  # new rows and rebuilt prefixes: one forward on a fresh cache
                     group, refill = refill, []
-                    cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
+                    cache = None
+                    if not self.exact:  # the exact path recomputes everything, nothing to keep
+                        cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
                     self._step(group, cache, prefill=True)
-                    if not self.exact:
+                    if cache is not None:
                         if main is None:
                             main = self.model.new_cache(self.config.batch_size)
                         first = len(lanes)
@@ -261,7 +263,7 @@ class Sampler:
             return row.cached, unit_end, 0
         return row.cached, unit_end, unit_start // self.block_size * self.block_size - row.cached
 
-    def _step(self, rows: list[_Row], cache: KVCache, prefill: bool) -> None:
+    def _step(self, rows: list[_Row], cache: KVCache | None, prefill: bool) -> None:
         windows = [self._window(r, prefill) for r in rows]
         width = max(end - start for start, end, _ in windows)
         ids = torch.full((len(rows), width), self.mask_id, dtype=torch.long)

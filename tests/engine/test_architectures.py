@@ -100,6 +100,9 @@ def test_ragged_batch_equals_one_row_at_a_time(case: str, tiny_checkpoint) -> No
     ids = _ids(LENGTHS, loaded.tokenizer.vocab_size, loaded.config.mask_token_id, seed=1)
     with torch.no_grad():
         batch = loaded.model(ids, loaded.model.new_cache(3), window_lens=torch.tensor(LENGTHS))
+        uncached = loaded.model(ids, None, window_lens=torch.tensor(LENGTHS))
+        for row, n in enumerate(LENGTHS):  # no cache at all: the same as a fresh one
+            assert max_rel_error(uncached[row, :n], batch[row, :n]) <= 1e-6
         for row, n in enumerate(LENGTHS):
             alone = loaded.model(ids[row : row + 1, :n], loaded.model.new_cache(1))
             assert max_rel_error(batch[row, :n], alone[0]) <= 1e-5
