@@ -154,6 +154,10 @@ def load_tokenizer(model_dir: Path) -> TokenizerBundle:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # the Rust side raises a bare Exception for every parse error
         raise ModelLoadError(f"{path}: not a `tokenizers` tokenizer ({exc})") from exc
+    # Some exported tokenizers pad or truncate every encoding (MiniLM's pads to 128 and cuts
+    # there): lengths are the packer's business, a silent cut would drop document text.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
 
     config: dict[str, Any] = {}
     config_path = model_dir / "tokenizer_config.json"

@@ -211,3 +211,26 @@ def test_inspect_cli(tiny_checkpoint, tmp_path: Path) -> None:
     assert "no such model directory" in bad.output
     os.makedirs(tmp_path / "empty")
     assert runner.invoke(main, ["inspect", str(tmp_path / "empty")]).exit_code == 2
+
+
+def test_tokenizer_padding_and_truncation_are_switched_off(sdar_dir: Path) -> None:
+    tokenizer = json.loads((sdar_dir / "tokenizer.json").read_text())
+    tokenizer["truncation"] = {
+        "direction": "Right",
+        "max_length": 8,
+        "strategy": "LongestFirst",
+        "stride": 0,
+    }
+    tokenizer["padding"] = {
+        "strategy": {"Fixed": 64},
+        "direction": "Right",
+        "pad_to_multiple_of": None,
+        "pad_id": 0,
+        "pad_type_id": 0,
+        "pad_token": "!",
+    }
+    (sdar_dir / "tokenizer.json").write_text(json.dumps(tokenizer))
+    loaded = load_model(sdar_dir)
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    ids = loaded.tokenizer.encode(text)
+    assert loaded.tokenizer.decode(ids) == text  # neither cut at 8 nor padded to 64
