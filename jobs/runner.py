@@ -27,7 +27,7 @@ from decide.engine.loader import LoadedModel
 from decide.schemas import SchemaError
 
 from .columns import Field, answer_fields, answers_dtype
-from .decisions import Decision, DecisionEngine, Item
+from .decisions import Decision, DecisionEngine, Item, failure_reason
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
 from .progress import Progress
@@ -63,11 +63,6 @@ def resolve_device(device: str) -> str:
     if device not in ("cpu", "cuda"):
         raise SpecError(f"unknown device {device!r}; use auto, cpu or cuda")
     return device
-
-
-def _reason(error: str) -> str:
-    """A short failure category for counts (the text before the first colon)."""
-    return error.split(":", 1)[0].strip()[:80]
 
 
 class _Job:
@@ -165,6 +160,7 @@ def run_job(
     part_rows: int = 1000,
     part_seconds: float = 60.0,
     progress: bool | None = None,
+    report: bool = True,
 ) -> JobResult:
     """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
     `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
@@ -264,7 +260,7 @@ def run_job(
                 result.ok += 1
             else:
                 result.failed += 1
-                reason = _reason(decision.error or "")
+                reason = failure_reason(decision.error or "")
                 result.failures[reason] = result.failures.get(reason, 0) + 1
             bar.advance(1)
             if len(pending) >= part_rows or time.monotonic() - last_flush >= part_seconds:
@@ -297,6 +293,10 @@ def run_job(
         },
     )
     out.write_manifest(manifest)
+    if report:
+        from decide.report import write_report
+
+        write_report(output)
     return result
 
 

@@ -55,6 +55,7 @@ class Decoding(Strict):
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
     cache: bool = True
+    max_tokens_per_step: int | None = Field(None, ge=1)
 
 
 class InputColumns(Strict):

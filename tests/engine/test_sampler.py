@@ -186,3 +186,11 @@ def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="max_steps"):
         SamplerConfig(max_steps=0)
     assert torch.get_num_threads() >= 1
+
+
+def test_one_token_per_step_baseline(tiny_checkpoint) -> None:
+    model_dir = tiny_checkpoint("llada", init_std=0.2)
+    results = _decode(model_dir, _requests(seed=18, count=5), threshold=0.01, max_tokens_per_step=1)
+    _check_valid(results)
+    for result in results.values():  # every step commits exactly one token, options included
+        assert result.nfe == result.answer_tokens

