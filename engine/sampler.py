@@ -46,6 +46,9 @@ class SamplerConfig:
     max_steps: int | None = None  # per block; then the rest of each unit is committed greedily
     temperature: float = 0.0  # 0: greedy; > 0: sample tokens/options, seeded per document
     cache: bool = True  # reuse the committed prefix's keys/values between steps (see below)
+    # At most this many tokens committed per row per step; 1 gives the one-token-per-step
+    # baseline (finite slots are then decided position by position as well). None: no limit.
+    max_tokens_per_step: int | None = None
     batch_size: int = 16  # rows decoded together
 
     def __post_init__(self) -> None:
@@ -57,6 +60,8 @@ class SamplerConfig:
             raise ValueError(f"temperature must be ≥ 0, got {self.temperature}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {self.batch_size}")
+        if self.max_tokens_per_step is not None and self.max_tokens_per_step < 1:
+            raise ValueError(f"max_tokens_per_step must be ≥ 1, got {self.max_tokens_per_step}")
 
 
 class _Row:
@@ -289,7 +294,8 @@ class Sampler:
                 options = None
                 if len(positions) == sum(1 for s, _ in row.masked.values() if s == slot_index):
                     options = row.slots()[slot_index].constraint.options()
-                if options is not None and 0 < len(options) <= OPTION_LIMIT:
+                whole = self.config.max_tokens_per_step is None
+                if whole and options is not None and 0 < len(options) <= OPTION_LIMIT:
                     option_slots.append((i, slot_index, positions, options))
                 else:
                     dense.extend((i, pos) for pos in positions)
@@ -342,6 +348,8 @@ class Sampler:
             chosen = [it for it in items if it[0] >= self.config.threshold]
             if not chosen:
                 chosen = [max(items, key=lambda it: it[0])]
+            if self.config.max_tokens_per_step is not None:
+                chosen = sorted(chosen, key=lambda it: -it[0])[: self.config.max_tokens_per_step]
             positions = []
         for confidence, kind, payload in sorted(chosen, key=lambda it: -it[0]):
             if kind == 0:
