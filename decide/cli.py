@@ -217,6 +217,20 @@ def validate(spec_path: Path, model: Path | None) -> None:
     if refused:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo(f"all {len(reports)} questions supported")
+    if spec.rules is not None:
+        from decide.schemas import SchemaError, compile_slot
+        from decide.schemas.rules import compile_rules
+
+        slots = {q.id: compile_slot(q.schema_, compiler.vocabulary) for q in spec.questions}
+        try:
+            ruleset = compile_rules(spec.rules, {q.id: q.schema_ for q in spec.questions}, slots)
+        except SchemaError as exc:
+            _fail(f"rules refused: {exc}")
+            return
+        click.echo(
+            f"rules: {len(ruleset.rules)} enforced while decoding, over "
+            + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)
+        )
 
 
 TRAIN_EXAMPLES = """

@@ -24,8 +24,10 @@ from jsonschema import Draft202012Validator, FormatChecker
 from decide.engine.loader import LoadedModel
 from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
+from decide.schemas import SchemaError
+from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 
-from .pack import DocumentTooLong, PackedDocument, Packer
+from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
 from .questions import CompiledQuestion, QuestionCompiler
 from .spec import Decoding
 
@@ -46,6 +48,7 @@ class Decision:
     nfe: int = 0
     answer_tokens: int = 0
     truncated: bool = False
+    narrowed: dict[str, int] = field(default_factory=dict)  # rule pointer -> slots narrowed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # caller's carried data
 
     @property
@@ -126,6 +129,19 @@ class DecisionEngine:
         self.batch_size = batch_size
         self.rules = rules
         self._validators: dict[tuple, Draft202012Validator] = {}
+        self._rulesets: dict[tuple, RuleSet] = {}
+
+    def ruleset(self, questions: Sequence[CompiledQuestion]) -> RuleSet | None:
+        """The spec's rules compiled for this set of questions (cached); `SchemaError` if they
+        use anything that cannot be enforced while decoding."""
+        if self.rules is None:
+            return None
+        key = tuple((q.id, json.dumps(q.schema, sort_keys=True)) for q in questions)
+        if key not in self._rulesets:
+            self._rulesets[key] = compile_rules(
+                self.rules, {q.id: q.schema for q in questions}, {q.id: q.slot for q in questions}
+            )
+        return self._rulesets[key]
 
     def validator(self, questions: Sequence[CompiledQuestion]) -> Draft202012Validator:
         key = tuple(json.dumps([q.id, q.schema], sort_keys=True) for q in questions)
@@ -176,11 +192,21 @@ class DecisionEngine:
                 item.doc_id, "error", error="no questions for this document", extra=item.extra
             )
         try:
+            ruleset = self.ruleset(item.questions)
+            constraints = None
+            if ruleset is not None:
+                pairs = [(q.id, q.slot) for q in item.questions]
+                constraints = ruleset.bind(pairs, self.packer.filler_id)
             doc = self.packer.pack(
-                item.document, item.questions, seed=document_seed(self.decoding.seed, item.doc_id)
+                item.document,
+                item.questions,
+                seed=document_seed(self.decoding.seed, item.doc_id),
+                constraints=constraints,
             )
-        except DocumentTooLong as exc:
+        except (DocumentTooLong, InvalidText) as exc:
             return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
+        except SchemaError as exc:
+            return Decision(item.doc_id, "error", error=f"rules: {exc}", extra=item.extra)
         window.append((item, doc))
         return None
 
@@ -199,6 +225,7 @@ class DecisionEngine:
             nfe=result.nfe,
             answer_tokens=result.answer_tokens,
             truncated=doc.truncated,
+            narrowed=_narrowed(doc),
             extra=item.extra,
         )
         if result.error is not None:
@@ -225,3 +252,18 @@ class DecisionEngine:
         decision.answers_json = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
         decision.confidence = {q.id: confidence[q.id] for q in item.questions}
         return decision
+
+
+def _narrowed(doc: PackedDocument) -> dict[str, int]:
+    """Per rule, how many times it narrowed a slot of this document."""
+    states = {
+        id(slot.constraint.state): slot.constraint.state
+        for block in doc.request.blocks
+        for slot in block.slots
+        if isinstance(slot.constraint, RuledSlot)
+    }
+    out: dict[str, int] = {}
+    for state in states.values():
+        for pointer, n in state.narrowed.items():
+            out[pointer] = out.get(pointer, 0) + n
+    return out

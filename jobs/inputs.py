@@ -11,6 +11,7 @@ number, so memory stays bounded whatever the input size.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,13 +125,14 @@ def survey(plan: InputPlan) -> Survey:
     id_col = plan.columns.doc_id
     frames = []
     for path in plan.files:
-        frame = (
-            pl.scan_parquet(path)
-            .select(pl.col(id_col).alias("id"))
-            .with_row_index(ROW)
-            .with_columns(pl.lit(str(path)).alias(FILE))
-            .collect()
-        )
+        with _readable(path):
+            frame = (
+                pl.scan_parquet(path)
+                .select(pl.col(id_col).alias("id"))
+                .with_row_index(ROW)
+                .with_columns(pl.lit(str(path)).alias(FILE))
+                .collect()
+            )
         out.rows += frame.height
         frames.append(frame)
     ids = pl.concat(frames) if frames else pl.DataFrame()
@@ -143,21 +145,32 @@ def survey(plan: InputPlan) -> Survey:
     if plan.has_questions:
         q = plan.columns.questions
         for path in plan.files:
-            pairs = (
-                pl.scan_parquet(path)
-                .select(pl.col(q).explode().struct.unnest())
-                .drop_nulls("id")
-                .select("id", "schema")
-                .unique()
-                .collect()
-            )
+            with _readable(path):
+                pairs = (
+                    pl.scan_parquet(path)
+                    .select(pl.col(q).explode().struct.unnest())
+                    .drop_nulls("id")
+                    .select("id", "schema")
+                    .unique()
+                    .collect()
+                )
             for qid, schema in pairs.iter_rows():
                 out.question_schemas.setdefault(qid, set()).add(schema)
     return out
+
+
+@contextmanager
+def _readable(path: Path) -> Iterator[None]:
+    """Turn a failed read of a file whose footer was fine into a usage error naming it."""
+    try:
+        yield
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise SpecError(f"{path}: unreadable parquet data ({exc})") from exc
 
 
 def stream(plan: InputPlan, chunk_rows: int) -> Iterator[pl.DataFrame]:
     """Chunks of input rows with `__decide_file` and `__decide_row` columns."""
     for path in plan.files:
         lazy = pl.scan_parquet(path).with_row_index(ROW).with_columns(pl.lit(str(path)).alias(FILE))
-        yield from lazy.collect_batches(chunk_size=chunk_rows)
+        with _readable(path):  # the footer was fine (checked up front), a data page may not be
+            yield from lazy.collect_batches(chunk_size=chunk_rows)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from decide.engine.requests import Block, DecodeRequest, Slot
 from decide.engine.tokenizer import TokenizerBundle
@@ -28,10 +29,15 @@ DEFAULT_INSTRUCTION = (
     "per question id."
 )
 TRUNCATION_MARK = " […] "
+PROBE_CHARS_PER_POSITION = 32  # characters tokenized per model position before deciding length
 
 
 class DocumentTooLong(ValueError):
     """The document does not fit the model's context under the configured policy."""
+
+
+class InvalidText(ValueError):
+    """A document or question text that cannot be tokenized (not valid Unicode)."""
 
 
 def balanced_groups(count: int, size: int = BLOCK_QUESTIONS) -> list[int]:
@@ -94,8 +100,14 @@ class Packer:
             **self.tokenizer.special_tokens,
         )
 
-    def blocks(self, questions: Sequence[CompiledQuestion]) -> tuple[list[Block], list[list]]:
-        """The decision blocks (fresh constraints) and the questions of each."""
+    def blocks(
+        self, questions: Sequence[CompiledQuestion], constraints: Sequence[Any] | None = None
+    ) -> tuple[list[Block], list[list]]:
+        """The decision blocks and the questions of each. `constraints` (one per question, in
+        question order; e.g. bound to cross-question rules) default to fresh ones per slot."""
+        if constraints is None:
+            constraints = [q.slot.new_constraint(self.filler_id) for q in questions]
+        by_id = {q.id: c for q, c in zip(questions, constraints, strict=True)}
         groups: list[list[CompiledQuestion]] = []
         cursor = 0
         for size in balanced_groups(len(questions)):
@@ -108,7 +120,7 @@ class Packer:
             for i, q in enumerate(group):
                 opener = "{" if b == 0 and i == 0 else ","
                 tokens += self._piece(f"{opener}{json.dumps(q.id)}:")
-                constraint = q.slot.new_constraint(self.filler_id)
+                constraint = by_id[q.id]
                 slots.append(Slot(len(tokens), constraint))
                 tokens += [self.mask_id] * constraint.length
             if b == len(groups) - 1:
@@ -122,13 +134,28 @@ class Packer:
         questions: Sequence[CompiledQuestion],
         key: object = None,
         seed: int = 0,
+        constraints: Sequence[Any] | None = None,
     ) -> PackedDocument:
-        blocks, groups = self.blocks(questions)
+        check_text(document, "document")
+        blocks, groups = self.blocks(questions, constraints)
         answer_len = sum(len(b.tokens) for b in blocks)
-        prompt = self.tokenizer.encode(self.prompt_text(document, questions))
+        window = self.max_length * PROBE_CHARS_PER_POSITION
+        if len(document) > window:
+            # A huge document costs seconds to tokenize whole; its head already shows it is long.
+            head = len(self.tokenizer.encode(document[:window]))
+            if head + answer_len > self.max_length and self.long_documents != "truncate":
+                raise DocumentTooLong(
+                    f"document needs more than {head + answer_len} tokens (its first {window:,} "
+                    f"of {len(document):,} characters alone take {head}), the model takes "
+                    f"{self.max_length}; use --truncate to keep its head and tail"
+                )
+        prompt = None
+        if len(document) <= window or head + answer_len <= self.max_length:
+            prompt = self.tokenizer.encode(self.prompt_text(document, questions))
         truncated = False
-        if len(prompt) + answer_len > self.max_length:
+        if prompt is None or len(prompt) + answer_len > self.max_length:
             if self.long_documents != "truncate":
+                assert prompt is not None
                 raise DocumentTooLong(
                     f"document needs {len(prompt) + answer_len} tokens (prompt {len(prompt)}, "
                     f"answers {answer_len}), the model takes {self.max_length}; "
@@ -139,6 +166,22 @@ class Packer:
         request = DecodeRequest(prompt=prompt, blocks=blocks, key=key, seed=seed)
         return PackedDocument(request, groups, len(prompt), truncated)
 
+    def _edges(self, document: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Character offsets of the document's first and last tokens (tokenizing only a window
+        at each end of a huge document)."""
+        window = self.max_length * PROBE_CHARS_PER_POSITION
+        encode = self.tokenizer.tokenizer.encode
+        if len(document) <= 2 * window:
+            offsets = encode(document, add_special_tokens=False).offsets
+            return offsets, offsets
+        head = encode(document[:window], add_special_tokens=False).offsets
+        shift = len(document) - window
+        tail = [
+            (a + shift, b + shift)
+            for a, b in encode(document[shift:], add_special_tokens=False).offsets
+        ]
+        return head, tail[1:]  # the window may start inside a token: drop its first
+
     def _truncated_prompt(
         self, document: str, questions: Sequence[CompiledQuestion], answer_len: int
     ) -> list[int]:
@@ -146,14 +189,13 @@ class Packer:
         prompt fits; the rest of the prompt (instruction, questions) is never cut."""
         empty = len(self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK, questions)))
         budget = self.max_length - answer_len - empty
-        encoding = self.tokenizer.tokenizer.encode(document, add_special_tokens=False)
-        offsets = encoding.offsets
+        head_offsets, tail_offsets = self._edges(document)
         while budget > 0:
-            head = (budget + 1) // 2
-            tail = budget - head
-            head_end = offsets[head - 1][1] if head else 0
-            tail_start = offsets[len(offsets) - tail][0] if tail else len(document)
-            text = document[:head_end] + TRUNCATION_MARK + document[tail_start:]
+            head = min((budget + 1) // 2, len(head_offsets))
+            tail = min(budget - head, len(tail_offsets))
+            head_end = head_offsets[head - 1][1] if head else 0
+            tail_start = tail_offsets[len(tail_offsets) - tail][0] if tail else len(document)
+            text = document[:head_end] + TRUNCATION_MARK + document[max(tail_start, head_end) :]
             prompt = self.tokenizer.encode(self.prompt_text(text, questions))
             if len(prompt) + answer_len <= self.max_length:
                 return prompt
@@ -162,3 +204,15 @@ class Packer:
             f"the questions and answers alone need {empty + answer_len} tokens, the model takes "
             f"{self.max_length}; no truncation of the document can make it fit"
         )
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text that is not valid Unicode (lone surrogates can come from JSON or Python and
+    cannot be encoded, tokenized or written to parquet)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidText(
+            f"{what} is not valid Unicode: lone surrogate {text[exc.start]!r} at character "
+            f"{exc.start}"
+        ) from exc

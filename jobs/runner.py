@@ -71,6 +71,8 @@ class _Job:
         self.global_questions: list[CompiledQuestion] = [
             engine.compiler.compile(q) for q in spec.questions
         ]
+        if spec.rules is not None and self.global_questions:
+            engine.ruleset(self.global_questions)  # refuse unenforceable rules before any row
 
     def items(self, chunks: Iterator[pl.DataFrame], skip: set[Any], dupes: dict) -> Iterator[Item]:
         cols = self.plan.columns
@@ -186,9 +188,11 @@ def run_job(
     try:
         job = _Job(spec, plan, engine, out)
     except SchemaError as exc:
-        raise SpecError(f"question schema refused: {exc}") from exc
+        what = "rules" if "rules" in str(exc) or spec.rules is not None else "question schema"
+        raise SpecError(f"{what} refused: {exc}") from exc
     fingerprints = {"model": model_fingerprint(loaded.path), "spec": spec.fingerprint()}
     out.check_fingerprints(fingerprints)
+    prior = out.previous_manifest() or {}
     committed, previous = out.committed()
 
     found = survey(plan)
@@ -233,6 +237,8 @@ def run_job(
     manifest["counts"] = counts()
     out.write_manifest(manifest)
     pending: list[Decision] = []
+    narrowed: dict[str, int] = dict(prior.get("rules", {}).get("narrowed", {}))
+    manifest["rules"] = {"declared": spec.rules is not None, "narrowed": narrowed}
     last_flush = time.monotonic()
     todo = found.rows - len(committed) - len(found.null_ids)
     todo -= sum(len(v) - 1 for k, v in found.duplicates.items() if k not in committed)
@@ -241,8 +247,10 @@ def run_job(
     def flush() -> None:
         nonlocal pending, last_flush
         if pending:
-            out.write_part(_frame(pending, plan, fields, fingerprints))
-            pending = []
+            # Taken off the list before writing: an interrupt after the part is in place must
+            # not write the same rows again (a failed write loses them to the resume instead).
+            batch, pending = pending, []
+            out.write_part(_frame(batch, plan, fields, fingerprints))
         last_flush = time.monotonic()
         manifest["counts"] = counts()
         manifest["seconds"] = round(time.monotonic() - started, 3)
@@ -256,6 +264,8 @@ def run_job(
             pending.append(decision)
             result.nfe += decision.nfe
             result.answer_tokens += decision.answer_tokens
+            for pointer, n in decision.narrowed.items():
+                narrowed[pointer] = narrowed.get(pointer, 0) + n
             if decision.ok:
                 result.ok += 1
             else:
@@ -270,10 +280,9 @@ def run_job(
         manifest["status"] = "aborted"
         bar.close()
         try:
-            manifest["counts"] = counts()
-            out.write_manifest(manifest)
+            flush()  # decisions already made are worth keeping; the resume skips them
         except OSError as exc:
-            log.error("could not record the abort in the manifest: %s", exc)
+            log.error("could not save the last decisions or record the abort: %s", exc)
         raise
     bar.close()
     out.write_errors(invalid)

@@ -414,5 +414,11 @@ def compile_language(schema: Any, *, max_recursion: int = 3) -> Language:
             "list) cannot share a counter",
         ) from None
     except automata.TooComplex as exc:
-        raise UnsupportedSchema("", "", f"schema too large to compile: {exc}") from None
+        # The blow-up shows in the whole automaton; name the keyword most likely behind it.
+        big = ("enum", "pattern", "anyOf", "oneOf", "allOf", "properties", "items", "$ref")
+        keyword = next((k for k in big if isinstance(schema, dict) and k in schema), "")
+        pointer = f"/{keyword}" if keyword else ""
+        raise UnsupportedSchema(
+            pointer, keyword or "schema", f"schema too large to compile: {exc}"
+        ) from None
     return Language(dfa, lang.complete, schema, comp.validator, comp.rank)

@@ -61,8 +61,8 @@ class CompiledSlot:
         self.done = self.n
         self._acc = auto.accepting
         self._rows: dict[bytes, np.ndarray] = {}
-        # Per filler id: F, B and mask rows of a slot with nothing committed.
-        self._fresh: dict[int, tuple[list, list, np.ndarray | None]] = {}
+        # Per (filler id, length): F, B and mask rows of a slot with nothing committed.
+        self._fresh: dict[tuple[int, int], tuple[list, list, np.ndarray | None]] = {}
         reach = self._start()
         lengths = []
         for k in range(1, max_tokens + 65):
@@ -71,12 +71,16 @@ class CompiledSlot:
                 break
             if reach[self._acc].any():
                 lengths.append(k)
+        if not lengths and reach.any():
+            raise UnsupportedSchema(
+                "", "maxLength", f"every value of this schema needs more than {max_tokens} tokens"
+            )
         if not lengths:
             raise UnsupportedSchema(
                 "",
-                "",
-                "no value satisfies this schema (its constraints contradict each other, "
-                "or no value can be spelled with this vocabulary)",
+                "schema",
+                "no value satisfies this schema (its constraints contradict each other, or no "
+                "value can be spelled with this vocabulary)",
             )
         fitting = [k for k in lengths if k <= max_tokens]
         if not fitting:
@@ -176,15 +180,16 @@ class CompiledSlot:
     def finite(self) -> bool:
         return self.values is not None
 
-    def new_constraint(self, filler_id: int) -> SlotState:
-        """A fresh `SlotConstraint` for one slot of one block."""
-        return SlotState(self, filler_id)
+    def new_constraint(self, filler_id: int, length: int | None = None) -> SlotState:
+        """A fresh `SlotConstraint` for one slot of one block. `length` (≥ the slot's own) lets a
+        narrower language fill the positions of a wider slot: the extra ones hold filler."""
+        return SlotState(self, filler_id, length)
 
     def decode(self, tokens: Sequence[int], filler_id: int) -> Decoded:
         """Value spelled by a full slot (value tokens, then filler), re-checked by jsonschema."""
         ids = [int(t) for t in tokens]
-        if len(ids) != self.length:
-            raise ValueError(f"expected {self.length} tokens, got {len(ids)}")
+        if len(ids) < self.length:
+            raise ValueError(f"expected at least {self.length} tokens, got {len(ids)}")
         k = ids.index(filler_id) if filler_id in ids else len(ids)
         if any(t != filler_id for t in ids[k:]) or not self._accepts(ids[:k]):
             raise DecodeMismatch(f"tokens {ids} are not a value of {json.dumps(self.schema)}")
@@ -199,7 +204,7 @@ class CompiledSlot:
 class SlotState:
     """Mutable per-block state of one slot (implements the engine's `SlotConstraint`)."""
 
-    def __init__(self, compiled: CompiledSlot, filler_id: int) -> None:
+    def __init__(self, compiled: CompiledSlot, filler_id: int, length: int | None = None) -> None:
         vocab = compiled.vocab
         if filler_id < vocab.size and filler_id not in vocab.excluded:
             raise ValueError(
@@ -208,13 +213,18 @@ class SlotState:
             )
         self.compiled = compiled
         self.filler = int(filler_id)
-        self._length = compiled.length
+        self._length = compiled.length if length is None else int(length)
+        if self._length < compiled.length:
+            raise ValueError(
+                f"slot length {self._length} is below the language's {compiled.length}"
+            )
         from decide.engine.constraints import bitmask_width
 
         self.width = max(bitmask_width(vocab.size), bitmask_width(filler_id + 1))
         length = self._length
         self.tokens = np.full(length, -1, dtype=np.int64)
-        fresh = compiled._fresh.get(self.filler)
+        key = (self.filler, self._length)
+        fresh = compiled._fresh.get(key)
         if fresh is None:
             f = [compiled._start()]
             for _ in range(length):
@@ -223,7 +233,7 @@ class SlotState:
             for _ in range(length):
                 b.append(compiled._any_back(b[-1]))
             b.reverse()
-            fresh = compiled._fresh[self.filler] = (f, b, None)
+            fresh = compiled._fresh[key] = (f, b, None)
         # The arrays are shared with the compiled slot: commits replace list items, never mutate
         # an array in place.
         self.f, self.b = list(fresh[0]), list(fresh[1])
@@ -308,9 +318,10 @@ class SlotState:
                 if self._allowed(p, self.filler):
                     row[self.filler >> 5] |= np.uint32(1 << (self.filler & 31)).view(np.int32)
             self.dirty[p] = False
-        fresh = c._fresh[self.filler]
+        key = (self.filler, self._length)
+        fresh = c._fresh[key]
         if fresh[2] is None and not (self.tokens >= 0).any():
-            c._fresh[self.filler] = (fresh[0], fresh[1], self.rows.copy())
+            c._fresh[key] = (fresh[0], fresh[1], self.rows.copy())
         view = out.numpy()
         view[:, : self.width] = self.rows
         view[:, self.width :] = 0

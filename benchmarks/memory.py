@@ -1,0 +1,84 @@
+"""Peak memory of `decide run` for 10,000 vs 100,000 rows: streaming keeps it flat.
+
+Builds inputs of N rows from the example claims (`examples/claims.parquet`, repeated with fresh
+doc ids), runs the real CLI in a subprocess for each N, and reads the child's peak RSS from
+`wait4`. The model is a tiny random BERT with the bundled model's tokenizer (the bundled model
+itself decides about 2 documents/s on two CPU cores, so 100,000 rows would take half a day); the
+model's own memory is a constant either way, and what this measures is everything that could grow
+with the input: reading, packing, batching, writing parts, resume bookkeeping. Target: the
+100,000-row peak is less than 1.5× the 10,000-row peak.
+
+    python benchmarks/memory.py            # 10k and 100k rows
+    python benchmarks/memory.py --rows 1000 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+from decide.bundled import bundled_model_path
+from decide.engine.synthetic import write_random_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_inputs(path: Path, rows: int) -> None:
+    claims = pl.read_parquet(ROOT / "examples" / "claims.parquet")
+    reps = -(-rows // claims.height)
+    frame = pl.concat([claims] * reps).head(rows)
+    frame = frame.with_columns(pl.format("CLM-{}", pl.int_range(rows)).alias("doc_id"))
+    frame.write_parquet(path, row_group_size=10_000)
+
+
+def peak_rss(args: list[str]) -> tuple[float, float]:
+    """(peak RSS in MB, seconds) of a child process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"decide run failed: {process.stderr.read().decode()[-2000:]}")
+    return usage.ru_maxrss / 1024, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000])
+    args = parser.parse_args()
+    bundled = bundled_model_path()
+    tokenizer = (bundled or ROOT / "tests" / "data" / "gpt2") / "tokenizer.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        model = write_random_checkpoint(
+            tmp_path / "model", "bert", tokenizer_json=tokenizer, num_layers=1, hidden_size=64,
+            num_heads=2, intermediate_size=64, init_std=0.3,
+        )  # fmt: skip
+        print(f"model: tiny random BERT with {tokenizer.parent.name}'s tokenizer")
+        print("| rows | peak RSS | time | documents/s |")
+        print("|---:|---:|---:|---:|")
+        peaks = []
+        for rows in args.rows:
+            inputs = tmp_path / f"in-{rows}.parquet"
+            make_inputs(inputs, rows)
+            spec = ROOT / "examples" / "claims.yaml"
+            command = [sys.executable, "-m", "decide", "run", str(inputs), "-o",
+                       str(tmp_path / f"out-{rows}"), "--spec", str(spec),
+                       "--model", str(model), "--batch-size", "32", "--no-progress"]  # fmt: skip
+            mb, seconds = peak_rss(command)
+            peaks.append(mb)
+            print(f"| {rows:,} | {mb:,.0f} MB | {seconds:,.0f} s | {rows / seconds:,.0f} |")
+        if len(peaks) > 1:
+            print(f"\nratio of the largest to the smallest peak: {peaks[-1] / peaks[0]:.2f}x "
+                  "(target < 1.5x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

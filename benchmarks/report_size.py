@@ -1,0 +1,129 @@
+"""Size of report.html (and time to build the report) for large jobs.
+
+Writes a synthetic job output directory (answer parts with the real columns and types, a
+manifest, an input file holding the documents) of N rows, builds report.json and report.html
+from it exactly as `decide report` does, and prints one table. The page embeds aggregates and a
+bounded sample, so its size should stay flat from 10,000 to 1,000,000 rows (target: < 5 MB).
+
+    python benchmarks/report_size.py                 # 10k, 100k and 1M rows
+    python benchmarks/report_size.py --rows 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from decide.report import write_report
+
+PART_ROWS = 100_000
+
+
+def fake_job(root: Path, rows: int, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    out = root / "out"
+    (out / "answers").mkdir(parents=True)
+    kinds = np.array(["auto", "home", "health", "travel"])
+    words = np.array(
+        [
+            "car",
+            "roof",
+            "pipe",
+            "water",
+            "storm",
+            "claim",
+            "policy",
+            "limit",
+            "van",
+            "luggage",
+            "flight",
+            "clinic",
+        ]
+    )
+    inputs = root / "in.parquet"
+    docs = [" ".join(rng.choice(words, 60)) for _ in range(min(rows, 5000))]
+    pl.DataFrame({
+        "doc_id": [f"doc-{i:07d}" for i in range(rows)],
+        "document": [docs[i % len(docs)] for i in range(rows)],
+    }).write_parquet(inputs)  # fmt: skip
+    for part, start in enumerate(range(0, rows, PART_ROWS)):
+        n = min(PART_ROWS, rows - start)
+        ok = rng.random(n) > 0.01
+        kind = rng.choice(kinds, n)
+        amount = rng.integers(0, 100_000, n)
+        eligible = rng.random(n) > 0.4
+        conf = rng.beta(8, 1, (n, 3))
+        answers = [
+            {"claim_type": str(k), "amount": int(a), "eligible": bool(e)} if o else None
+            for k, a, e, o in zip(kind, amount, eligible, ok, strict=True)
+        ]
+        frame = pl.DataFrame(
+            {
+                "doc_id": [f"doc-{i:07d}" for i in range(start, start + n)],
+                "status": np.where(ok, "ok", "error"),
+                "error": [None if o else "document is empty" for o in ok],
+                "answers": answers,
+                "answers_json": [json.dumps(a, separators=(",", ":")) if a else None
+                                 for a in answers],
+                "confidence": [
+                    {"claim_type": float(c[0]), "amount": float(c[1]), "eligible": float(c[2])}
+                    if o else None
+                    for c, o in zip(conf, ok, strict=True)
+                ],
+                "nfe": rng.integers(2, 9, n).astype(np.int32),
+                "truncated": np.zeros(n, dtype=bool),
+                "model_fingerprint": ["0123456789abcdef"] * n,
+                "spec_fingerprint": ["fedcba9876543210"] * n,
+            },
+            schema_overrides={
+                "answers": pl.Struct({"claim_type": pl.String, "amount": pl.Int64,
+                                      "eligible": pl.Boolean}),
+                "confidence": pl.Struct({k: pl.Float64 for k in ("claim_type", "amount",
+                                                                  "eligible")}),
+            },
+        )  # fmt: skip
+        frame.write_parquet(out / "answers" / f"part-{part:05d}.parquet")
+    ok_total = pl.scan_parquet(out / "answers" / "*.parquet").filter(
+        pl.col("status") == "ok").select(pl.len()).collect().item()  # fmt: skip
+    manifest = {
+        "status": "complete",
+        "fingerprints": {"model": "0123456789abcdef", "spec": "fedcba9876543210"},
+        "model": "bundled", "model_type": "bert", "inputs": [str(inputs)],
+        "spec": {"questions": [
+            {"id": "claim_type", "text": "What kind of claim?", "schema": {"enum": list(kinds)}},
+            {"id": "amount", "text": "How much?", "schema": {"type": "integer"}},
+            {"id": "eligible", "text": "Eligible?", "schema": {"type": "boolean"}},
+        ], "decoding": {"threshold": 0.9}, "input": {"doc_id": "doc_id", "document": "document"}},
+        "counts": {"total": rows, "ok": ok_total, "error": rows - ok_total, "invalid_rows": 0},
+        "seconds": rows / 50.0, "batch_size": 16, "device": "cpu",
+        "throughput": {"documents": rows, "nfe": rows * 5, "answer_tokens": rows * 20},
+    }  # fmt: skip
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    args = parser.parse_args()
+    print("| rows | report.html | report.json | build time |")
+    print("|---:|---:|---:|---:|")
+    for rows in args.rows:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = fake_job(Path(tmp), rows)
+            started = time.perf_counter()
+            write_report(out)
+            seconds = time.perf_counter() - started
+            html = (out / "report.html").stat().st_size
+            js = (out / "report.json").stat().st_size
+            print(f"| {rows:,} | {html / 1e6:.2f} MB | {js / 1e3:.1f} kB | {seconds:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()

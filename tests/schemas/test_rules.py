@@ -1,0 +1,172 @@
+"""Cross-question rules: refused outside the enforceable subset (with a pointer), and enforced
+exactly while decoding: random rule sets over random enum / boolean / integer questions, decided
+by a tiny random model, never produce a violation, and a row fails only when no combination of
+answers can satisfy the rules (checked by brute force)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from decide.engine import load_model
+from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.spec import Question
+from decide.schemas import SchemaError
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_checkpoint):
+    return load_model(tiny_checkpoint("llada", vocab="small", init_std=0.2))
+
+
+def _engine(loaded, rules):
+    return DecisionEngine(loaded, batch_size=8, rules=rules)
+
+
+QUESTIONS = [
+    {"id": "kind", "text": "Kind?", "schema": {"enum": ["a", "b", "c"]}},
+    {"id": "ok", "text": "OK?", "schema": {"type": "boolean"}},
+    {"id": "n", "text": "N?", "schema": {"type": "integer", "minimum": 0, "maximum": 20000}},
+    {"id": "name", "text": "Name?", "schema": {"type": "string", "maxLength": 8}},
+]
+
+
+def _compiled(engine):
+    return [engine.compiler.compile(Question.model_validate(q)) for q in QUESTIONS]
+
+
+@pytest.mark.parametrize(
+    ("rules", "pointer"),
+    [
+        ({"if": {"properties": {"ok": {"not": {"const": True}}}}}, "/if/properties/ok/not"),
+        ({"if": {"properties": {"name": {"const": "x"}}}, "then": {"properties": {"ok": {"const": True}}}},
+         "/properties/name"),
+        ({"if": {"properties": {"missing": {"const": 1}}}}, "/if/properties/missing"),
+        ({"then": {"properties": {"ok": {"const": True}}}}, "#"),
+        ({"anyOf": [{"properties": {"ok": {"const": True}}}]}, "/anyOf"),
+        ({"if": {"properties": {"n": {"const": "seven"}}}}, "/properties/n"),
+    ],
+)  # fmt: skip
+def test_unenforceable_rules_are_refused_with_a_pointer(loaded, rules, pointer) -> None:
+    engine = _engine(loaded, rules)
+    with pytest.raises(SchemaError) as info:
+        engine.ruleset(_compiled(engine))
+    assert str(info.value).startswith(pointer), str(info.value)
+
+
+def test_if_then_else_is_enforced(loaded) -> None:
+    rules = {"allOf": [
+        {"if": {"properties": {"ok": {"const": False}}}, "then": {"properties": {"n": {"const": 0}}},
+         "else": {"properties": {"n": {"minimum": 100}}}},
+        {"dependentSchemas": {"kind": {"properties": {"kind": {"enum": ["b", "c"]}}}}},
+        {"dependentRequired": {"kind": ["ok"]}},
+    ]}  # fmt: skip
+    engine = _engine(loaded, rules)
+    compiled = _compiled(engine)
+    texts = [f"document number {i} with words" for i in range(16)]
+    decisions = list(engine.decide(Item(i, t, compiled) for i, t in enumerate(texts)))
+    assert all(d.ok for d in decisions), [d.error for d in decisions]
+    for d in decisions:
+        assert d.answers["kind"] in ("b", "c")
+        assert (d.answers["n"] == 0) if not d.answers["ok"] else (d.answers["n"] >= 100)
+    assert engine.ruleset(compiled).rules  # three rules compiled, two with something to enforce
+
+
+def test_infeasible_rules_fail_the_row_with_a_reason(loaded) -> None:
+    rules = {"allOf": [
+        {"dependentSchemas": {"ok": {"properties": {"n": {"maximum": 5}}}}},
+        {"dependentSchemas": {"ok": {"properties": {"n": {"minimum": 10}}}}},
+    ]}  # fmt: skip
+    engine = _engine(loaded, rules)
+    (decision,) = engine.decide([Item(0, "text", _compiled(engine))])
+    assert decision.status == "error"
+    assert "satisfies the rules" in decision.error
+
+
+# --------------------------------------------------------------------------- property test
+
+
+def _question(draw, index: int) -> dict:
+    kind = draw(st.sampled_from(["enum", "boolean", "integer"]))
+    if kind == "enum":
+        values = draw(st.lists(st.sampled_from(["x", "y", "z", "w"]), min_size=2, max_size=4,
+                               unique=True))  # fmt: skip
+        schema = {"enum": values}
+    elif kind == "boolean":
+        schema = {"type": "boolean"}
+    else:
+        high = draw(st.integers(3, 30))
+        schema = {"type": "integer", "minimum": 0, "maximum": high}
+    return {"id": f"q{index}", "text": f"Question {index}?", "schema": schema}
+
+
+def _atom(draw, question: dict) -> dict:
+    schema = question["schema"]
+    if "enum" in schema:
+        return draw(st.one_of(
+            st.builds(lambda v: {"const": v}, st.sampled_from(schema["enum"])),
+            st.builds(lambda vs: {"enum": vs},
+                      st.lists(st.sampled_from(schema["enum"]), min_size=1, unique=True)),
+        ))  # fmt: skip
+    if schema.get("type") == "boolean":
+        return {"const": draw(st.booleans())}
+    high = schema["maximum"]
+    kind = draw(st.sampled_from(["minimum", "maximum", "const", "range", "exclusiveMinimum"]))
+    if kind == "range":
+        a, b = sorted(draw(st.lists(st.integers(0, high), min_size=2, max_size=2)))
+        return {"minimum": a, "maximum": b}
+    return {kind: draw(st.integers(0, high))}
+
+
+@st.composite
+def rule_sets(draw):
+    questions = [_question(draw, i) for i in range(draw(st.integers(2, 4)))]
+    rules = []
+    for _ in range(draw(st.integers(1, 3))):
+        cond_q, then_q = draw(st.lists(st.sampled_from(questions), min_size=2, max_size=2,
+                                       unique_by=lambda q: q["id"]))  # fmt: skip
+        rule = {"if": {"properties": {cond_q["id"]: _atom(draw, cond_q)}},
+                "then": {"properties": {then_q["id"]: _atom(draw, then_q)}}}  # fmt: skip
+        if draw(st.booleans()):
+            rule["else"] = {"properties": {then_q["id"]: _atom(draw, then_q)}}
+        rules.append(rule)
+    return questions, {"allOf": rules}
+
+
+def _values(schema: dict) -> list:
+    if "enum" in schema:
+        return schema["enum"]
+    if schema.get("type") == "boolean":
+        return [False, True]
+    return list(range(schema["minimum"], schema["maximum"] + 1))
+
+
+def _satisfiable(questions: list[dict], validator) -> bool:
+    ids = [q["id"] for q in questions]
+    return any(validator.is_valid(dict(zip(ids, combo, strict=True)))
+               for combo in itertools.product(*(_values(q["schema"]) for q in questions)))  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(rule_sets())
+def test_random_rules_are_never_violated(loaded, case) -> None:
+    questions, rules = case
+    engine = _engine(loaded, rules)
+    compiled = [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+    full = {"type": "object", "properties": {q["id"]: q["schema"] for q in questions},
+            "required": [q["id"] for q in questions], "allOf": [rules]}  # fmt: skip
+    validator = jsonschema.Draft202012Validator(full)
+    feasible = _satisfiable(questions, validator)
+    texts = [f"case {i}: some words about nothing" for i in range(6)]
+    for d in engine.decide(Item(i, t, compiled) for i, t in enumerate(texts)):
+        if d.ok:
+            assert validator.is_valid(json.loads(d.answers_json)), (rules, d.answers_json)
+        else:
+            assert not feasible, (rules, d.error)
+            assert "rules" in d.error
