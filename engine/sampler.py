@@ -457,17 +457,20 @@ class Sampler:
         self, row: _Row, slot_index: int, option: list[int], positions: list[int], p: float
     ) -> None:
         constraint = row.slots()[slot_index].constraint
+        committed = False
         for pos, token in zip(positions, option, strict=True):
             if pos not in row.masked:
                 continue
+            # An option listed at the start of the step can lose its support when another slot
+            # commits first (cross-question rules couple slots): keep what was accepted, the
+            # slot's other positions wait for the next step.
             if not constraint.commit(pos - row.slot_starts[slot_index], token):
-                raise InfeasibleSlot(
-                    f"slot {slot_index}: its own option {option} was rejected at position "
-                    f"{pos - row.slot_starts[slot_index]} (constraint bug)"
-                )
+                break
             row.seq[pos] = token
             del row.masked[pos]
-        row.slot_logp[slot_index] += math.log(max(p, 1e-300))
+            committed = True
+        if committed:
+            row.slot_logp[slot_index] += math.log(max(p, 1e-300))
 
     def _commit_position(self, row: _Row, pos: int, token: int, prob: float) -> bool:
         slot_index, offset = row.masked[pos]

@@ -218,10 +218,11 @@ class _Compiler(Shapes):
                 work.append((child(ptr, "allOf", i), sub))
         for i, (ptr, s) in enumerate(flat):
             if "anyOf" in s:
+                settled = _settled(flat)
                 rest = [
-                    *flat[:i],
-                    (ptr, {k: v for k, v in s.items() if k != "anyOf"}),
-                    *flat[i + 1 :],
+                    *settled[:i],
+                    (ptr, {k: v for k, v in settled[i][1].items() if k != "anyOf"}),
+                    *settled[i + 1 :],
                 ]
                 branches = [
                     self.node([*rest, (child(ptr, "anyOf", j), b)], refs)
@@ -333,8 +334,14 @@ class _Compiler(Shapes):
         return Lang(literal(keep).build, base.complete)
 
     def one_of(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang:
-        ptr, s = flat[i]
-        rest = [*flat[:i], (ptr, {k: v for k, v in s.items() if k != "oneOf"}), *flat[i + 1 :]]
+        ptr, _ = flat[i]
+        settled = _settled(flat)
+        rest = [
+            *settled[:i],
+            (ptr, {k: v for k, v in settled[i][1].items() if k != "oneOf"}),
+            *settled[i + 1 :],
+        ]
+        s = flat[i][1]
         branches = [
             self.node([*rest, (child(ptr, "oneOf", j), b)], refs) for j, b in enumerate(s["oneOf"])
         ]
@@ -422,3 +429,9 @@ def compile_language(schema: Any, *, max_recursion: int = 3) -> Language:
             pointer, keyword or "schema", f"schema too large to compile: {exc}"
         ) from None
     return Language(dfa, lang.complete, schema, comp.validator, comp.rank)
+
+
+def _settled(flat: Conj) -> Conj:
+    """The conjunction with `allOf` and `$ref` removed from its members: `node` already put
+    their targets into it, and expanding them again in a branch would recurse forever."""
+    return [(p, {k: v for k, v in s.items() if k not in ("allOf", "$ref")}) for p, s in flat]
