@@ -20,8 +20,9 @@ from .model import WindowedModel
 
 
 class BertLayer(nn.Module):
-    def __init__(self, c: ModelConfig) -> None:
+    def __init__(self, c: ModelConfig, owner: BertLM) -> None:
         super().__init__()
+        self._owner = [owner]  # a list, so the parent is not registered as a submodule
         self.num_heads, self.head_dim = c.num_heads, c.head_dim
         h = c.hidden_size
         self.query = nn.Linear(h, h)
@@ -42,20 +43,27 @@ class BertLayer(nn.Module):
         v = self.value(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
         attn = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h)
-        x = self.attn_norm(x + self.attn_out(attn))
-        return self.output_norm(x + self.output(F.gelu(self.intermediate(x))))
+        p = self._owner[0].dropout if self.training else 0.0
+        x = self.attn_norm(x + F.dropout(self.attn_out(attn), p, self.training))
+        return self.output_norm(
+            x + F.dropout(self.output(F.gelu(self.intermediate(x))), p, self.training)
+        )
 
 
 class BertLM(WindowedModel):
+    """`dropout` (hidden dropout, as BERT's `hidden_dropout_prob`) acts in training mode only;
+    the trainer sets it, inference never sees it."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+        self.dropout = 0.0
         h = config.hidden_size
         self.embed = nn.Embedding(config.embedding_size, h)
         self.positions = nn.Embedding(config.max_position_embeddings, h)
         self.token_types = nn.Embedding(max(config.type_vocab_size, 1), h)
         self.embed_norm = nn.LayerNorm(h, eps=config.norm_eps)
-        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(BertLayer(config, self) for _ in range(config.num_layers))
         self.head_dense = nn.Linear(h, h)
         self.head_norm = nn.LayerNorm(h, eps=config.norm_eps)
         self.head_bias = nn.Parameter(torch.zeros(config.embedding_size))
@@ -64,7 +72,7 @@ class BertLM(WindowedModel):
         self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
     ) -> torch.Tensor:
         x = self.embed(input_ids) + self.positions(plan.positions) + self.token_types.weight[0]
-        x = self.embed_norm(x)  # [B, Lw, H]
+        x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
         for i, layer in enumerate(self.layers):
             x = layer(x, cache, i, plan)
         return x

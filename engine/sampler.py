@@ -406,8 +406,8 @@ class Sampler:
         starts: list[int],
     ) -> Iterator[tuple[int, tuple[float, int, object]]]:
         """One item per finite slot: its best (or sampled) option and that option's probability
-        among the options. An option's score sums, over the slot's open positions, the log
-        probability of its token under the softmax over the tokens the options put there."""
+        among the options, read through the options' prefix tree (`_trie_scores`) from the
+        logits of the options' own tokens only."""
         if not option_slots:
             return
         # Every (open position, candidate token) pair of every finite slot, scored in one gather.
@@ -440,10 +440,7 @@ class Sampler:
             .cpu()
         )  # [Q]
         for i, slot_index, positions, opts, columns in layout:
-            total = torch.zeros(opts.shape[0])
-            for first, count, where in columns:
-                column = scores_flat[first : first + count]
-                total += (column - torch.logsumexp(column, 0))[where]
+            total = _trie_scores(scores_flat, columns, opts.shape[0])
             row = rows[i]
             if row.rng is not None:
                 p = torch.softmax(total / self.config.temperature, -1)
@@ -504,6 +501,34 @@ class Sampler:
                         f"slot {slot_index}: its best allowed token was rejected (constraint bug)"
                     )
                 del remaining[pos]
+
+
+def _trie_scores(
+    scores: torch.Tensor, columns: list[tuple[int, int, torch.Tensor]], count: int
+) -> torch.Tensor:
+    """Log-probability `[K]` of each option, read left to right through the options' prefix tree.
+
+    At every open position where the options that share this option's earlier tokens still
+    disagree, the option gets the log-softmax of its token over theirs. Positions where they
+    agree cost nothing. Scoring every position over all options' tokens instead (a product of
+    unconditioned marginals) is biased: when every position is masked, a late position's
+    marginal mixes all options, so an option whose tail resembles the frequent options' tails
+    wins regardless of the position where the options actually differ.
+    """
+    total = torch.zeros(count)
+    groups: dict[tuple[int, ...], list[int]] = {(): list(range(count))}
+    for first, width, where in columns:
+        column = scores[first : first + width]  # logits of this position's candidates
+        branches: dict[tuple[int, ...], list[int]] = {}
+        for prefix, members in groups.items():
+            tokens = where[members]  # [m] candidate index of each member's token
+            present = torch.unique(tokens)
+            if len(present) > 1:
+                total[members] += column[tokens] - torch.logsumexp(column[present], 0)
+            for k, t in zip(members, tokens.tolist(), strict=True):
+                branches.setdefault((*prefix, t), []).append(k)
+        groups = branches
+    return total
 
 
 def unpack_bitmask(words: torch.Tensor, vocab: int) -> torch.Tensor:

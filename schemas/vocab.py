@@ -5,7 +5,8 @@ ctx_out)`: byte-level BPE tokens (GPT-2, Qwen, LLaDA) spell fixed bytes whatever
 (`ctx` is always 0). WordPiece tokens (BERT, MiniLM) do not: we decode a slot by joining pieces,
 `##x` pieces glue to the previous one, and a word-initial piece gets one space before it unless it
 is the slot's first piece or it or the previous piece is a single punctuation or CJK character (the
-characters BERT's pre-tokenizer always splits off). So a word-initial piece has two variants, with
+characters BERT's pre-tokenizer always splits off, and digits when a `Digits(individual_digits)`
+pre-tokenizer splits them too). So a word-initial piece has two variants, with
 and without the space, chosen by `ctx` (1 = the previous piece ended a word). Excluded ids (special,
 added, unknown, mask, pad, filler) have no variant and can never appear inside a value. Variants
 are kept in a byte trie whose children are contiguous, ready for vectorized automaton walks.
@@ -148,7 +149,7 @@ class Vocabulary:
             bad.add(vocab[unk])
         if kind[0] == "BPE":
             return cls._byte_level(tokenizer, vocab, size, bad)
-        return cls._wordpiece(tokenizer, vocab, size, bad, model)
+        return cls._wordpiece(tokenizer, vocab, size, bad, model, _splits_digits(spec))
 
     @classmethod
     def _byte_level(cls, tokenizer: Any, vocab: dict[str, int], size: int, bad: set[int]):
@@ -166,7 +167,9 @@ class Vocabulary:
         return out
 
     @classmethod
-    def _wordpiece(cls, tokenizer, vocab: dict[str, int], size: int, bad: set[int], model):
+    def _wordpiece(
+        cls, tokenizer, vocab: dict[str, int], size: int, bad: set[int], model, digits: bool
+    ):
         prefix = model.get("continuing_subword_prefix", "##")
         toks, cin, cout, data = [], [], [], []
         for text, i in sorted(vocab.items(), key=lambda kv: kv[1]):
@@ -178,7 +181,9 @@ class Vocabulary:
             if not body:
                 bad.add(i)
                 continue
-            iso = len(body) == 1 and _isolated(body)
+            # With a `Digits(individual_digits=True)` pre-tokenizer every digit is its own word,
+            # exactly like punctuation: no space is implied around it.
+            iso = len(body) == 1 and (_isolated(body) or (digits and body.isdigit()))
             out_ctx = 0 if iso else 1
             raw = body.encode("utf-8")
             if cont or iso:
@@ -266,6 +271,21 @@ def _decoder_types(decoder: dict) -> list[str]:
     if decoder.get("type") == "Sequence":
         return [d.get("type") for d in decoder.get("decoders", [])]
     return [decoder.get("type")]
+
+
+def _splits_digits(spec: dict[str, Any]) -> bool:
+    """Whether the tokenizer's pre-tokenizer splits every digit off on its own."""
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            if node.get("type") == "Digits" and node.get("individual_digits"):
+                return True
+            return any(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+
+    return walk(spec.get("pre_tokenizer"))
 
 
 def _without_prefix_space(tokenizer: Any) -> Any:

@@ -48,6 +48,7 @@ class TrainConfig:
     decay_from: float = 0.8  # constant LR, then linear decay to 10 % over the last 20 % of steps
     weight_decay: float = 0.01
     filler_weight: float = 0.25
+    dropout: float = 0.1  # hidden dropout while training, for models that have it (BERT)
     seed: int = 0
     bf16: bool = True  # bf16 autocast (fast on CPUs with AVX512-BF16 and on GPUs)
     threads: int | None = None
@@ -157,15 +158,19 @@ def train(
     resume: bool = False,
     progress: bool | None = None,
     log: Callable[[str], None] = print,
+    stop_at: int | None = None,
 ) -> dict[str, Any]:
     """Fine-tune the checkpoint at `init`; `rows(rng)` draws one training row. Writes the model
-    (fp32) to `out` every `save_every` steps and at the end; returns a summary."""
+    (fp32) to `out` every `save_every` steps and at the end; returns a summary. `stop_at` ends
+    the run early at that step as an interruption would (tests of `resume`)."""
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     source = out if resume and (out / STATE_JSON).is_file() else init
     loaded = load_model(source, dtype="float32", device=config.device)
     model = loaded.model.train().requires_grad_(True)
+    if hasattr(model, "dropout"):
+        model.dropout = config.dropout
     autocast = torch.device(config.device).type
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
     pad_id = builder.compiler.filler_id
@@ -193,8 +198,11 @@ def train(
         if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
             log(f"time budget of {config.minutes} minutes reached at step {step}")
             break
+        if stop_at is not None and step >= stop_at:
+            break
         rng = random.Random(config.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable
         batch: list[Example] = []
         while len(batch) < config.batch_size:
             example = builder.build(*rows(rng), rng)

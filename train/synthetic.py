@@ -76,8 +76,42 @@ def money(rng: random.Random, amount: int) -> str:
     return f"${amount}"
 
 
+ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "j", "k", "kl", "l", "m", "n",
+          "p", "pr", "r", "s", "sh", "st", "t", "tr", "v", "w", "y", "z"]  # fmt: skip
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ia", "io", "ou", "y"]
+CODAS = ["", "", "", "n", "r", "l", "s", "m", "th", "x", "nd", "rt"]
+ADJECTIVES = ["smart", "compact", "wireless", "portable", "electric", "digital", "classic",
+              "foldable", "heated", "solar", "mini", "deluxe", "ergonomic", "steel"]  # fmt: skip
+NOUNS = ["kettle", "scooter", "camera", "blender", "charger", "printer", "toaster", "heater",
+         "drone", "tablet", "mixer", "jacket", "lantern", "grill"]  # fmt: skip
+PROCEDURAL = 0.8  # share of training entities made up on the spot
+
+
+def made_up_word(rng: random.Random) -> str:
+    """A pronounceable word that is in no list: entities the model cannot memorise, only copy."""
+    syllables = rng.randint(2, 3)
+    word = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
+                   for _ in range(syllables))  # fmt: skip
+    return word[:10].capitalize()
+
+
 def person(rng: random.Random, split: Split) -> str:
+    if split == "train" and rng.random() < PROCEDURAL:
+        return f"{made_up_word(rng)} {made_up_word(rng)}"
     return f"{pick(rng, FIRST, split)} {pick(rng, LAST, split)}"
+
+
+def city(rng: random.Random, split: Split) -> str:
+    if split == "train" and rng.random() < PROCEDURAL:
+        prefix = rng.choice(["", "", "", "Port ", "New ", "San ", "Lake "])
+        return prefix + made_up_word(rng)
+    return pick(rng, CITIES, split)
+
+
+def product(rng: random.Random, split: Split) -> str:
+    if split == "train" and rng.random() < PROCEDURAL:
+        return f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}"
+    return pick(rng, PRODUCTS, split)
 
 
 @dataclass(frozen=True)
@@ -152,7 +186,7 @@ CLAIM_TYPES = {
 
 def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     claim_type = rng.choice(sorted(CLAIM_TYPES))
-    name, city = person(rng, split), pick(rng, CITIES, split)
+    name, place = person(rng, split), city(rng, split)
     limit = rng.choice([5000, 10000, 15000, 20000, 25000, 50000])
     amount = rng.randint(200, 60000) if rng.random() < 0.5 else rng.randint(200, limit)
     active, police = rng.random() < 0.7, rng.random() < 0.5
@@ -248,13 +282,13 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         pick(
             rng,
             [
-                f"This happened in {city}.",
-                f"I live in {city}.",
-                f"The incident took place in {city}.",
-                f"It all happened near {city}.",
-                f"Our home is in {city}.",
-                f"I was in {city} at the time.",
-                f"The location was {city}.",
+                f"This happened in {place}.",
+                f"I live in {place}.",
+                f"The incident took place in {place}.",
+                f"It all happened near {place}.",
+                f"Our home is in {place}.",
+                f"I was in {place} at the time.",
+                f"The location was {place}.",
             ],
             split,
         ),
@@ -283,14 +317,14 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     )
     form = [
         ("Policyholder", name),
-        ("City", city),
+        ("City", place),
         ("Claim amount", money(rng, amount)),
         ("Policy limit", money(rng, limit)),
     ]
     gold = {
         "claim_type": claim_type,
         "claimant": name,
-        "city": city,
+        "city": place,
         "amount": amount,
         "policy_limit": limit,
         "policy_active": active,
@@ -335,7 +369,7 @@ PURPOSES = {
 
 def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     purpose = rng.choice(sorted(PURPOSES))
-    name, city = person(rng, split), pick(rng, CITIES, split)
+    name, place = person(rng, split), city(rng, split)
     income = rng.randrange(18000, 150000, 500)
     requested = rng.randrange(1000, 90000, 250)
     employed, defaults = rng.random() < 0.7, rng.random() < 0.3
@@ -406,11 +440,11 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         pick(
             rng,
             [
-                f"I live in {city}.",
-                f"I am based in {city}.",
-                f"My address is in {city}.",
-                f"We moved to {city} recently.",
-                f"I have lived in {city} all my life.",
+                f"I live in {place}.",
+                f"I am based in {place}.",
+                f"My address is in {place}.",
+                f"We moved to {place} recently.",
+                f"I have lived in {place} all my life.",
             ],
             split,
         ),
@@ -433,14 +467,14 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     )
     form = [
         ("Applicant", name),
-        ("City", city),
+        ("City", place),
         ("Requested", money(rng, requested)),
         ("Annual income", money(rng, income)),
     ]
     gold = {
         "purpose": purpose,
         "applicant": name,
-        "city": city,
+        "city": place,
         "requested": requested,
         "income": income,
         "employed": employed,
@@ -491,7 +525,7 @@ PRODUCTS = [
 
 def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     category = rng.choice(sorted(TICKETS))
-    name, product = person(rng, split), pick(rng, PRODUCTS, split)
+    name, item = person(rng, split), product(rng, split)
     days = rng.randint(1, 90)
     urgent, refund = rng.random() < 0.35, rng.random() < 0.5
     issue = pick(rng, TICKETS[category], split)
@@ -511,11 +545,11 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         pick(
             rng,
             [
-                f"I bought the {product} {days} days ago.",
-                f"The {product} was purchased {days} days ago.",
-                f"It has been {days} days since I ordered the {product}.",
-                f"My {product} order is {days} days old.",
-                f"I received the {product} {days} days ago.",
+                f"I bought the {item} {days} days ago.",
+                f"The {item} was purchased {days} days ago.",
+                f"It has been {days} days since I ordered the {item}.",
+                f"My {item} order is {days} days old.",
+                f"I received the {item} {days} days ago.",
             ],
             split,
         ),
@@ -574,11 +608,11 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         ],
         split,
     )
-    form = [("Customer", name), ("Product", product), ("Days since purchase", str(days))]
+    form = [("Customer", name), ("Product", item), ("Days since purchase", str(days))]
     gold = {
         "category": category,
         "customer": name,
-        "product": product,
+        "product": item,
         "days_since_purchase": days,
         "urgent": urgent,
         "refund_requested": refund,
@@ -627,10 +661,10 @@ DEPENDENCIES: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 
 def sample_document(
-    rng: random.Random, split: Split, domain: str | None = None, min_q: int = 4, max_q: int = 8
+    rng: random.Random, split: Split, domain: str | None = None, min_q: int = 4, max_q: int = 9
 ) -> tuple[str, str, list[dict[str, Any]], dict[str, Any]]:
-    """(domain, document, questions, gold answers): 4–8 of the domain's questions, in their
-    defined order, with the gold value of each."""
+    """(domain, document, questions, gold answers): 4–9 of the domain's questions (nine make
+    two blocks), in their defined order, with the gold value of each."""
     name = domain or rng.choice(sorted(DOMAINS))
     spec = DOMAINS[name]
     text, gold = spec.sample(rng, split)

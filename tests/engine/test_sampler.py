@@ -194,3 +194,21 @@ def test_one_token_per_step_baseline(tiny_checkpoint) -> None:
     _check_valid(results)
     for result in results.values():  # every step commits exactly one token, options included
         assert result.nfe == result.answer_tokens
+
+
+def test_trie_scores_follow_the_chain_rule() -> None:
+    """Options (A,X), (A,Y), (B,Z): the second position only matters below A, and the three
+    probabilities are the chain-rule products, summing to one."""
+    import math
+
+    from decide.engine.sampler import _trie_scores
+
+    la, lb, lx, ly, lz = 1.3, -0.4, 0.2, 2.0, -5.0
+    scores = torch.tensor([la, lb, lx, ly, lz])  # candidates: pos 0 → [A, B], pos 1 → [X, Y, Z]
+    columns = [(0, 2, torch.tensor([0, 0, 1])), (2, 3, torch.tensor([0, 1, 2]))]
+    got = _trie_scores(scores, columns, 3).exp()
+    p_a = math.exp(la) / (math.exp(la) + math.exp(lb))
+    p_x = math.exp(lx) / (math.exp(lx) + math.exp(ly))
+    want = torch.tensor([p_a * p_x, p_a * (1 - p_x), 1 - p_a])
+    assert torch.allclose(got, want.float(), atol=1e-6)
+    assert abs(float(got.sum()) - 1.0) < 1e-6

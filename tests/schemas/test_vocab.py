@@ -112,3 +112,25 @@ def test_unsupported_tokenizer_is_refused_with_a_reason() -> None:
     tok.decoder = decoders.Metaspace()
     with pytest.raises(UnsupportedTokenizer, match="byte-level BPE"):
         Vocabulary.from_tokenizer(tok)
+
+
+def test_wordpiece_with_split_digits_joins_digits_without_spaces() -> None:
+    """With `Digits(individual_digits=True)` every digit is a word of its own, as punctuation
+    is: numbers are spelled digit by digit, and no space is implied between digits."""
+    tok = wordpiece()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.BertPreTokenizer(), pre_tokenizers.Digits(individual_digits=True)]
+    )
+    vocab = Vocabulary.from_tokenizer(tok)
+    names = SPECIALS + PIECES
+    ids = vocab.encode("355")
+    assert [names[i] for i in ids] == ["3", "5", "5"]
+    assert vocab.detokenize(ids) == b"355"
+    plain = Vocabulary.from_tokenizer(wordpiece())  # without the split, "3" "5" reads "3 5"
+    assert plain.detokenize([names.index("3"), names.index("5")]) == b"3 5"
+    slot = compile_slot({"type": "integer", "minimum": 0, "maximum": 999}, vocab, max_tokens=4)
+    accepted = {seq for n in range(1, 4) for seq in itertools.product(range(len(names)), repeat=n)
+                if slot._accepts(list(seq))}  # fmt: skip
+    digits = {names.index(d) for d in ("3", "5", "##5")}
+    assert all(set(seq) <= digits for seq in accepted)
+    assert (names.index("3"), names.index("5"), names.index("5")) in accepted
