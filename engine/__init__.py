@@ -1,10 +1,10 @@
 """decide.engine: native diffusion-LM architectures, checkpoint loading, caches and sampling.
 
 Knows token ids, never JSON. Public names: `load_model`, `load_config`, `LoadedModel`,
-`DiffusionLM`, `KVCache`, `ModelConfig`, `ModelLoadError`, `UnsafeTemplateError`,
-`model_fingerprint`, `supported_model_types`, and the slot constraint protocol in
-`decide.engine.constraints`. Names are imported on first use, so importing the protocol module
-does not load torch's model code.
+`DiffusionLM`, `HybridLM`, `KVCache`, `HybridCache`, `ModelConfig`, `ModelLoadError`,
+`UnsafeTemplateError`, `model_fingerprint`, `supported_model_types`, and the slot constraint
+protocol in `decide.engine.constraints`. Names are imported on first use, so importing the
+protocol module does not load torch's model code.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 
 _EXPORTS = {
     "DiffusionLM": "model",
+    "HybridCache": "hybrid_cache",
+    "HybridLM": "hybrid",
     "KVCache": "cache",
     "LoadedModel": "loader",
     "ModelConfig": "config",

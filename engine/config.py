@@ -2,15 +2,19 @@
 
 A family (`families.py`) reads its own `config.json` field names and produces a `ModelConfig`; the
 layers and the model read only this object. Fields describe the transformer the LLaMA-style
-families share (RMSNorm, RoPE, GQA attention, SwiGLU MLP) or, with `architecture="bert"`, a BERT
-encoder (post-LayerNorm, learned absolute positions, GELU MLP, tied MLM head), plus the two
-properties that differ at inference time: how attention is masked and whether logits are shifted.
+families share (RMSNorm, RoPE, GQA attention, SwiGLU MLP), or, with `architecture="bert"`, a BERT
+encoder (post-LayerNorm, learned absolute positions, GELU MLP, tied MLM head), or, with
+`architecture="hybrid_gdn"` and a `HybridSpec` in `hybrid`, a Gated-DeltaNet + attention hybrid
+(`hybrid_config.py`); plus the two properties that differ at inference time: how attention is
+masked and whether logits are shifted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from .hybrid_config import HybridSpec
 
 AttentionKind = Literal["bidirectional", "block_causal"]
 
@@ -42,6 +46,7 @@ class ModelConfig:
     mask_token_source: str  # where the mask id came from (config field, tokenizer, family default)
     architecture: str = "llama"  # "llama": pre-RMSNorm, RoPE, SwiGLU; "bert": post-LN, absolute
     type_vocab_size: int = 0  # bert: token type embeddings (type 0 is used throughout)
+    hybrid: HybridSpec | None = None  # architecture "hybrid_gdn": GDN layers, partial RoPE, MoE
 
     def __post_init__(self) -> None:
         if self.num_heads % self.num_kv_heads:
@@ -49,6 +54,8 @@ class ModelConfig:
                 f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
                 f"({self.num_kv_heads})"
             )
+        if (self.architecture == "hybrid_gdn") != (self.hybrid is not None):
+            raise ValueError("architecture 'hybrid_gdn' and a HybridSpec come together")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.attention == "block_causal" and not self.block_size:

@@ -24,6 +24,7 @@ from .checkpoint import read_weights, weight_files
 from .config import ModelConfig
 from .errors import ModelLoadError
 from .families import BLOCK_SIZE_FIELDS, Family, family_for
+from .hybrid import HybridLM
 from .model import DiffusionLM, WindowedModel
 from .tokenizer import TokenizerBundle, load_tokenizer
 
@@ -159,7 +160,11 @@ def load_config(
 
 def build_model(config: ModelConfig) -> WindowedModel:
     """An uninitialised module of the config's architecture."""
-    return BertLM(config) if config.architecture == "bert" else DiffusionLM(config)
+    if config.architecture == "bert":
+        return BertLM(config)
+    if config.architecture == "hybrid_gdn":
+        return HybridLM(config)
+    return DiffusionLM(config)
 
 
 def load_model(

@@ -10,6 +10,7 @@ are drawn around 1 rather than set to 1 so that a mis-mapped norm changes the lo
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tokenizers import AddedToken, Tokenizer
 
 from .config import ModelConfig
 from .families import family_for
+from .hybrid import OffsetRMSNorm
 from .loader import build_model
 
 CHATML_TEMPLATE = (
@@ -45,6 +47,46 @@ def _config_json(model_type: str, c: dict[str, Any], vocab: int, rows: int) -> d
             "layer_norm_eps": 1e-12,
             "hidden_act": "gelu",
             "position_embedding_type": "absolute",
+        }
+    if model_type == "qwen3_next":
+        return {
+            "architectures": ["Qwen3NextForCausalLM"],
+            "model_type": "qwen3_next",
+            "hidden_size": c["hidden_size"],
+            "num_hidden_layers": c["num_layers"],
+            "num_attention_heads": c["num_heads"],
+            "num_key_value_heads": c["num_kv_heads"],
+            "head_dim": c["head_dim"],
+            "intermediate_size": c["intermediate_size"],
+            "vocab_size": rows,
+            "max_position_embeddings": 4096,
+            "hidden_act": "silu",
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": c["tie_word_embeddings"],
+            "attention_bias": c["attention_bias"],
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": c["rope_theta"],
+                "partial_rotary_factor": 0.25,
+            },
+            # The tiny hybrid of the issue's notes: GDN and attention alternating, 8 experts.
+            "layer_types": [
+                "full_attention" if i % 2 else "linear_attention" for i in range(c["num_layers"])
+            ],
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 32,
+            "norm_topk_prob": True,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "block_size": c["block_size"],
+            "torch_dtype": "float32",
         }
     if model_type == "llada":
         return {
@@ -119,12 +161,15 @@ def write_random_checkpoint(
     seed: int = 0,
     init_std: float = 0.05,
     dtype: torch.dtype = torch.float32,
+    extra_config: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
 ) -> Path:
-    """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert") to
-    `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
+    """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert",
+    "qwen3_next") to `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
     `<|im_start|>`, `<|im_end|>`, `<|pad|>` and `<|mask|>`; embedding rows are padded to a
     multiple of 64 beyond the tokenizer, as real checkpoints do. `init_std` scales the linear
-    layers' weights: larger values make outputs depend more on context."""
+    layers' weights: larger values make outputs depend more on context. `extra_config` overrides
+    config.json fields (a mapping or (field, value) pairs; e.g. a qwen3_next model's `layer_types`
+    or expert counts)."""
     family = family_for(model_type)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -136,7 +181,7 @@ def write_random_checkpoint(
     rows = (vocab + 63) // 64 * 64
     mask_id = tokenizer.token_to_id("<|mask|>")
 
-    if head_dim is None or model_type != "sdar":
+    if head_dim is None or model_type not in ("sdar", "qwen3_next"):
         head_dim = hidden_size // num_heads
     if attention_bias is None:
         attention_bias = model_type in ("Dream", "Fast_dLLM_Qwen")
@@ -152,7 +197,8 @@ def write_random_checkpoint(
         "attention_bias": attention_bias,
         "block_size": block_size,
     }
-    raw = _config_json(model_type, fields, vocab, rows)
+    raw = _config_json(model_type, fields, vocab, rows) | dict(extra_config or {})
+    raw = json.loads(json.dumps(raw))  # what a reader of config.json sees (tuples → lists)
     # The mask id lives where each family's real checkpoints keep it: config for LLaDA and Dream,
     # the tokenizer's mask token for SDAR and Fast-dLLM v2.
     if model_type in ("llada", "Dream"):
@@ -180,11 +226,20 @@ def write_random_checkpoint(
         **parsed,
     )
     generator = torch.Generator().manual_seed(seed)
-    model = build_model(config)
+    with torch.device("meta"):  # names and shapes only
+        model = build_model(config)
+    # Norms computing x̂ · (1 + w) store w around 0 (Qwen3-Next's decoder norms).
+    offset = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, OffsetRMSNorm)}
     state = {}
     for name, tensor in model.state_dict().items():
-        if name.endswith("norm.weight"):
+        if name in offset:
+            value = 0.2 * torch.randn(tensor.shape, generator=generator)
+        elif name.endswith("norm.weight"):
             value = 1.0 + 0.2 * torch.randn(tensor.shape, generator=generator)
+        elif name.endswith(".A_log"):
+            # Decay rates exp(A_log) from 0.01 to 1: GDN heads that remember for hundreds of tokens
+            # next to heads that forget within a few, so a wrong prefix state shows.
+            value = torch.empty(tensor.shape).uniform_(0.01, 1.0, generator=generator).log()
         elif name == "embed.weight":
             value = torch.randn(tensor.shape, generator=generator)
         else:

@@ -22,7 +22,7 @@ from decide.train.synthetic import sample_document
 
 DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
-MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")
+MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "qwen3_next")
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 

@@ -38,7 +38,9 @@ def assert_close_per_token(got: torch.Tensor, want: torch.Tensor, rtol: float) -
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-@pytest.mark.parametrize(("n", "hidden", "inter", "experts", "k"), [(37, 72, 40, 6, 3), (20, 48, 24, 4, 1)])
+@pytest.mark.parametrize(
+    ("n", "hidden", "inter", "experts", "k"), [(37, 72, 40, 6, 3), (20, 48, 24, 4, 1)]
+)
 def test_matches_token_by_token_loop(n, hidden, inter, experts, k, backend) -> None:
     x, ids, weights, gate_up, down = make_inputs(n, hidden, inter, experts, k, seed=n)
     got = moe_experts(x, ids, weights, gate_up, down, backend=backend)
@@ -62,8 +64,17 @@ def test_rows_do_not_depend_on_the_batch() -> None:
     x, ids, weights, gate_up, down = make_inputs(23, 40, 24, 5, 2, seed=4)
     batch = moe_experts(x, ids, weights, gate_up, down, backend="triton")
     for row in (0, 11, 22):
-        alone = moe_experts(x[row : row + 1], ids[row : row + 1], weights[row : row + 1], gate_up, down, backend="triton")
-        assert_rel_close(alone[0], batch[row], 1e-6, scale=batch[row].abs().max(), what=f"row {row}")
+        alone = moe_experts(
+            x[row : row + 1],
+            ids[row : row + 1],
+            weights[row : row + 1],
+            gate_up,
+            down,
+            backend="triton",
+        )
+        assert_rel_close(
+            alone[0], batch[row], 1e-6, scale=batch[row].abs().max(), what=f"row {row}"
+        )
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
@@ -74,11 +85,13 @@ def test_no_tokens(backend: str) -> None:
 
 def test_argument_checks_name_the_values() -> None:
     x, ids, weights, gate_up, down = make_inputs(4, 16, 8, 3, 2, seed=6)
-    with pytest.raises(ValueError, match=r"expert ids must lie in \[0, 3\).*\[3\]"):
+    with pytest.raises(ValueError, match=r"expert ids must lie in \[0, 3\).*values there: \[3,"):
         moe_experts(x, torch.where(ids == ids[0, 0], 3, ids), weights, gate_up, down)
     with pytest.raises(TypeError, match=r"x, gate_up, down dtypes differ"):
         moe_experts(x, ids, weights, gate_up.bfloat16(), down)
-    with pytest.raises(ValueError, match=r"gate_up\.shape is \(3, 12, 16\), expected \(3, 16, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"gate_up\.shape is \(3, 12, 16\), expected \(3, 16, 16\)"
+    ):
         moe_experts(x, ids, weights, gate_up[:, :12], down)
     with pytest.raises(ValueError, match=r"weights\.shape is \(4, 1\)"):
         moe_experts(x, ids, weights[:, :1], gate_up, down)
