@@ -66,7 +66,7 @@ def _recurrent_kernel(
     mv = dv < DV
     m_state = mk[:, None] & mv[None, :]
 
-    state = tl.zeros((BK, BV), dtype=tl.float32)
+    state = tl.full((BK, BV), 0.0, tl.float32)
     if HAS_H0:
         h0_ptr = h0 + b * stride_sb + h * stride_sh
         state = tl.load(
@@ -92,7 +92,7 @@ def _recurrent_kernel(
         state = state + kt[:, None] * delta[None, :]
         ot = reduce_sum(state * qt[:, None], 0) * scale  # [BV]
         tl.store(o_base + t * stride_ol + dv * stride_od, ot.to(out.dtype.element_ty), mask=mv)
-    zeros = tl.zeros((BV,), dtype=tl.float32).to(out.dtype.element_ty)
+    zeros = tl.full((BV,), 0.0, tl.float32).to(out.dtype.element_ty)
     for t in range(n, seq_len):
         tl.store(o_base + t * stride_ol + dv * stride_od, zeros, mask=mv)
     if STORE_HT:
@@ -140,7 +140,7 @@ def _chunk_kernel(
     strictly = cols < rows
     eye = tl.where(rows == cols, 1.0, 0.0)
 
-    state = tl.zeros((BK, BV), dtype=tl.float32)
+    state = tl.full((BK, BV), 0.0, tl.float32)
     if HAS_H0:
         h0_ptr = h0 + b * stride_sb + h * stride_sh
         state = tl.load(
@@ -181,7 +181,7 @@ def _chunk_kernel(
         kk = tl.dot(kc, tl.trans(kc), input_precision=DOT_PRECISION)  # [BT, BT]
         lower = tl.where(strictly, kk * decay * bc[:, None], 0.0)  # N
         # T = (I + N)⁻¹, row by row: X_i = −N_i − N_i X with X = T − I (rows < i already final).
-        x = tl.zeros((BT, BT), dtype=tl.float32)
+        x = tl.full((BT, BT), 0.0, tl.float32)
         for i in range(1, BT):
             n_i = reduce_sum(tl.where(rows == i, lower, 0.0), 0)  # [BT] row i of N
             x_i = -n_i - reduce_sum(n_i[:, None] * x, 0)  # [BT]

@@ -45,7 +45,7 @@ def _grouped_matmul_kernel(
     col_ok = cols < n_out
     kk = tl.arange(0, BLOCK_K)
     w_base = w + e * stride_we
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k0 in range(0, n_in, BLOCK_K):
         k_ok = (k0 + kk) < n_in
         at = tl.load(

@@ -128,7 +128,8 @@ def test_triton_is_imported_only_where_used() -> None:
 
 def test_interpreter_works_when_triton_was_imported_first() -> None:
     """In a full test run `transformers` imports triton before this folder's conftest sets
-    TRITON_INTERPRET=1; the kernels must still run interpreted on CPU tensors."""
+    TRITON_INTERPRET=1; every kernel must still run interpreted on CPU tensors (triton's own
+    jit'd helpers such as `tl.zeros` would not)."""
     result = run_fresh(
         """
         import os
@@ -143,6 +144,23 @@ def test_interpreter_works_when_triton_was_imported_first() -> None:
         out = block_attention(q, q, q, torch.zeros(1, dtype=torch.int64), backend="triton")
         want = block_attention(q, q, q, torch.zeros(1, dtype=torch.int64), backend="torch")
         assert (out - want).abs().max() < 1e-5
+        from decide.kernels.gated_delta import gated_delta_rule
+        g = -torch.rand(1, 20, 2)
+        beta = torch.rand(1, 20, 2)
+        qk = torch.nn.functional.normalize(torch.randn(1, 20, 2, 16), dim=-1)
+        v = torch.randn(1, 20, 2, 16)
+        for mode in ("recurrent", "chunk"):
+            got = gated_delta_rule(qk, qk, v, g, beta, mode=mode, backend="triton")
+            ref = gated_delta_rule(qk, qk, v, g, beta, mode=mode, backend="torch")
+            assert (got.out - ref.out).abs().max() < 1e-4, mode
+        from decide.kernels.moe import moe_experts
+        x = torch.randn(5, 16)
+        ids = torch.tensor([[0, 1]] * 5)
+        w = torch.full((5, 2), 0.5)
+        gate_up, down = torch.randn(2, 16, 16), torch.randn(2, 16, 8)
+        got = moe_experts(x, ids, w, gate_up, down, backend="triton")
+        ref = moe_experts(x, ids, w, gate_up, down, backend="torch")
+        assert (got - ref).abs().max() < 1e-3 * ref.abs().max()
         """
     )
     assert result.returncode == 0, result.stderr
