@@ -217,3 +217,23 @@ def test_token_logits_match_full_logits(case: str, tiny_checkpoint) -> None:
         tokens = torch.tensor([5, 17, 50000, 0, loaded.config.mask_token_id])
         picked = loaded.model.token_logits(hidden, rows, tokens)
     assert max_rel_error(picked, full[rows, tokens]) <= 1e-5
+
+
+def test_padding_past_the_last_position_is_harmless(tiny_checkpoint) -> None:
+    """A row whose window ends exactly at the model's last position, batched with a row whose
+    window is longer: the padding lanes of the first row lie past the position table (learned
+    absolute positions) and must neither fail nor change its outputs."""
+    loaded = load_model(tiny_checkpoint("bert", **CASES["bert"]))
+    last = loaded.config.max_position_embeddings
+    vocab, mask_id = loaded.tokenizer.vocab_size, loaded.config.mask_token_id
+    prefix_ids = _ids([last - 12, 10], vocab, mask_id, seed=2)
+    window_ids = _ids([12, 20], vocab, mask_id, seed=3)
+    with torch.no_grad():
+        cache = loaded.model.new_cache(2)
+        loaded.model(prefix_ids, cache, window_lens=torch.tensor([last - 12, 10]),
+                     commit=torch.tensor([last - 12, 10]))  # fmt: skip
+        batch = loaded.model(window_ids, cache, window_lens=torch.tensor([12, 20]))
+        alone_cache = loaded.model.new_cache(1)
+        loaded.model(prefix_ids[:1], alone_cache, commit=last - 12)
+        alone = loaded.model(window_ids[:1, :12], alone_cache)
+    assert max_rel_error(batch[0, :12], alone[0]) <= 1e-5
