@@ -76,7 +76,8 @@ def _check_keys(node: dict[str, Any], allowed: set[str], pointer: str) -> None:
 
 class _Parser:
     def __init__(self, questions: dict[str, Any]) -> None:
-        self.questions = questions  # id -> question schema
+        self.questions = questions  # id -> question schema, the questions this document is asked
+        self.mentioned: dict[str, str] = {}  # every question id the rules name -> first pointer
         self.atoms: list[Atom] = []
         self._index: dict[tuple[str, str], int] = {}
 
@@ -99,7 +100,7 @@ class _Parser:
         return self._index[(qid, key)]
 
     def clause(self, node: Any, pointer: str) -> Formula:
-        """A condition or consequence: `properties` of atoms (and `required`, always true)."""
+        """A condition or consequence: `properties` of atoms, and `required` questions."""
         if node is True:
             return ("true",)
         if not isinstance(node, dict):
@@ -107,15 +108,19 @@ class _Parser:
                                     "with `properties`")  # fmt: skip
         _check_keys(node, {"properties", "required"}, pointer)
         required = node.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(q, str) for q in required):
+            raise MalformedSchema(f"{pointer}/required", "required", "must be a list of ids")
+        parts: list[Formula] = []
         for i, qid in enumerate(required):
-            if qid not in self.questions:
-                raise MalformedSchema(f"{pointer}/required/{i}", "required",
-                                      f"{qid!r} is not a question id")  # fmt: skip
-        parts = []
-        for qid, schema in node.get("properties", {}).items():
+            if not self.asked(qid, f"{pointer}/required/{i}"):
+                parts.append(("false",))  # every asked answer is present; an unasked one never
+        properties = node.get("properties", {})
+        if not isinstance(properties, dict):
+            raise MalformedSchema(f"{pointer}/properties", "properties", "must be an object")
+        for qid, schema in properties.items():
             where = f"{pointer}/properties/{qid}"
-            if qid not in self.questions:
-                raise MalformedSchema(where, "properties", f"{qid!r} is not a question id")
+            if not self.asked(qid, where):
+                continue  # `properties` ignores a key the decision object does not have
             index = self.atom(qid, schema, where)
             if index >= 0:
                 parts.append(("atom", index))
@@ -136,25 +141,31 @@ class _Parser:
         elif "then" in node or "else" in node:
             raise MalformedSchema(pointer or "#", "then", "`then`/`else` without `if`")
         for qid, needed in node.get("dependentRequired", {}).items():
-            for name in [qid, *needed]:
-                if name not in self.questions:  # every answer is always present: nothing else
-                    raise MalformedSchema(
-                        f"{pointer}/dependentRequired/{qid}",
-                        "dependentRequired",
-                        f"{name!r} is not a question id",
-                    )
+            where = f"{pointer}/dependentRequired/{qid}"
+            if not isinstance(needed, list) or not all(isinstance(q, str) for q in needed):
+                raise MalformedSchema(where, "dependentRequired", "must be a list of ids")
+            missing = [n for i, n in enumerate(needed) if not self.asked(n, f"{where}/{i}")]
+            if self.asked(qid, where) and missing:
+                out.append(Rule(where, ("and", [("false",)]), set()))
         for qid, sub in node.get("dependentSchemas", {}).items():
             where = f"{pointer}/dependentSchemas/{qid}"
-            if qid not in self.questions:
-                raise MalformedSchema(where, "dependentSchemas", f"{qid!r} is not a question id")
-            out.append(Rule(where, self.clause(sub, where), set()))
+            clause = self.clause(sub, where)
+            if self.asked(qid, where):
+                out.append(Rule(where, clause, set()))
         return out
+
+    def asked(self, qid: Any, pointer: str) -> bool:
+        """Whether this document is asked `qid`; records every id the rules name."""
+        if not isinstance(qid, str):
+            raise MalformedSchema(pointer, "rules", "question ids are strings")
+        self.mentioned.setdefault(qid, pointer)
+        return qid in self.questions
 
 
 def _evaluate(formula: Formula, truth: dict[int, bool]) -> bool:
     kind = formula[0]
-    if kind == "true":
-        return True
+    if kind in ("true", "false"):
+        return kind == "true"
     if kind == "atom":
         return truth[formula[1]]
     if kind == "and":
@@ -187,6 +198,7 @@ class RuleSet:
         parser = _Parser(questions)
         self.rules = parser.rule(rules, "")
         self.atoms = parser.atoms
+        self.mentioned = parser.mentioned
         for rule in self.rules:
             rule.questions = {self.atoms[i].question for i in _atoms_of(rule.formula)}
         self.schemas = questions
@@ -252,12 +264,14 @@ class RuleSet:
 
     def bind(self, questions: Sequence[tuple[str, CompiledSlot]], filler: int) -> list[Any]:
         """Constraints for one document's slots, in order: plain `SlotState`s for questions no
-        rule mentions, rule-aware ones sharing one `RuleState` for the others."""
-        ids = [qid for qid, _ in questions]
-        missing = sorted(set(self.slot_atoms) - set(ids))
-        if missing:
-            raise UnsupportedSchema("", "rules", f"rules mention {', '.join(missing)}, which this "
-                                    "document is not asked")  # fmt: skip
+        rule mentions, rule-aware ones sharing one `RuleState` for the others. Rules may mention
+        questions this document is not asked: they are judged as JSON Schema judges the
+        decision object without those keys (`properties` ignores them, `required` fails), and a
+        rule that no answer can satisfy makes the document fail here."""
+        for rule in self.rules:
+            if not rule.questions and not _evaluate(rule.formula, {}):
+                why = "cannot hold for this document: it requires an answer it is not asked"
+                raise UnsupportedSchema(rule.pointer, "rules", why)
         state = RuleState(self, {qid: slot.length for qid, slot in questions}, filler)
         return [RuledSlot(state, qid) if qid in self.slot_atoms else slot.new_constraint(filler)
                 for qid, slot in questions]  # fmt: skip
@@ -426,6 +440,14 @@ class RuledSlot:
             if state.is_complete() and state.feasible():
                 return state.decode()
         raise ValueError(f"slot {self.qid!r} is not complete")
+
+
+def rule_question_ids(rules: Any) -> dict[str, str]:
+    """Every question id `rules` names, with the first JSON pointer naming it (`SchemaError`
+    if the rules are malformed): a job checks them against all the ids it may ask."""
+    parser = _Parser({})
+    parser.rule(rules, "")
+    return parser.mentioned
 
 
 def compile_rules(

@@ -46,7 +46,7 @@ def _compiled(engine):
         ({"if": {"properties": {"ok": {"not": {"const": True}}}}}, "/if/properties/ok/not"),
         ({"if": {"properties": {"name": {"const": "x"}}}, "then": {"properties": {"ok": {"const": True}}}},
          "/properties/name"),
-        ({"if": {"properties": {"missing": {"const": 1}}}}, "/if/properties/missing"),
+        ({"if": {"properties": {"n": {"minimum": "1"}}}}, "/if/properties/n/minimum"),
         ({"then": {"properties": {"ok": {"const": True}}}}, "#"),
         ({"anyOf": [{"properties": {"ok": {"const": True}}}]}, "/anyOf"),
         ({"if": {"properties": {"n": {"const": "seven"}}}}, "/properties/n"),
@@ -170,3 +170,32 @@ def test_random_rules_are_never_violated(loaded, case) -> None:
         else:
             assert not feasible, (rules, d.error)
             assert "rules" in d.error
+
+
+def test_rules_on_questions_a_document_is_not_asked(loaded) -> None:
+    """As JSON Schema judges the decision object: `properties` ignores an absent answer,
+    `required` does not, so `then: {required: [n]}` forbids its condition when n is not asked."""
+    rules = {"allOf": [
+        {"dependentSchemas": {"ok": {"properties": {"n": {"const": 0}}}}},
+        {"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["n"]}},
+    ]}  # fmt: skip
+    engine = _engine(loaded, rules)
+    compiled = [q for q in _compiled(engine) if q.id in ("kind", "ok")]
+    decisions = list(engine.decide(Item(i, f"text {i}", compiled) for i in range(12)))
+    assert all(d.ok for d in decisions), [d.error for d in decisions]
+    assert all(d.answers["kind"] != "a" for d in decisions)
+    validator = jsonschema.Draft202012Validator(rules)
+    assert all(validator.is_valid(d.answers) for d in decisions)
+
+
+def test_a_rule_no_answer_can_satisfy_fails_the_row_with_its_pointer(loaded) -> None:
+    """`dependentRequired` on an asked question needing an unasked one: no decision object of
+    this document can be valid, so the row fails naming the rule, and other rows go on."""
+    rules = {"dependentRequired": {"ok": ["n"]}}
+    engine = _engine(loaded, rules)
+    compiled = _compiled(engine)
+    without_n = [q for q in compiled if q.id != "n"]
+    items = [Item(0, "text", without_n), Item(1, "text", compiled)]
+    first, second = sorted(engine.decide(items), key=lambda d: d.doc_id)
+    assert not first.ok and "/dependentRequired/ok" in first.error, first.error
+    assert second.ok, second.error
