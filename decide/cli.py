@@ -75,6 +75,7 @@ Examples:
   decide run examples/claims.parquet -o out/claims --spec examples/claims.yaml
   decide run data/part-*.parquet -o out/ --spec job.yaml --model ./models/sdar --device cuda
   decide run data/*.parquet -o out/ --spec job.yaml --resume      # continue a killed run
+  decide run s3-mirror/*.parquet -o out/ --spec job.yaml --engine ray --actors 8 --gpus-per-actor 1
 
 \b
 Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configuration error,
@@ -97,6 +98,13 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
 @click.option(
     "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
 )
+@click.option(
+    "--dtype",
+    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+    default="auto",
+    show_default=True,
+    help="Weights and activations; auto: float32 on CPU, the checkpoint's on GPU.",
+)
 @click.option("--truncate", is_flag=True, help="Keep head and tail of too-long documents.")
 @click.option(
     "--part-rows",
@@ -105,6 +113,17 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     show_default=True,
     help="Decided rows per output part file.",
 )
+@click.option(
+    "--engine",
+    "runner",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Run here, or on a Ray cluster (pip install decide[ray]).",
+)
+@click.option("--address", help="Ray cluster address (default: a local cluster).")
+@click.option("--actors", type=int, default=1, show_default=True, help="Ray actors (models).")
+@click.option("--gpus-per-actor", type=float, default=0.0, show_default=True)
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: tty).")
 def run(
     inputs: tuple[Path, ...],
@@ -117,8 +136,13 @@ def run(
     seed: int | None,
     batch_size: int,
     device: str,
+    dtype: str,
     truncate: bool,
     part_rows: int,
+    runner: str,
+    address: str | None,
+    actors: int,
+    gpus_per_actor: float,
     progress: bool | None,
 ) -> None:
     """Decide every document of the INPUT parquet files."""
@@ -143,17 +167,15 @@ def run(
             raise SpecError("no output directory: pass -o/--output or set `output:` in the spec")
         if batch_size < 1 or part_rows < 1:
             raise SpecError("--batch-size and --part-rows must be at least 1")
-        result = run_job(
-            spec,
-            list(inputs),
-            out,
-            model=model,
-            resume=resume,
-            batch_size=batch_size,
-            device=device,
-            part_rows=part_rows,
-            progress=progress,
-        )
+        common = dict(model=model, resume=resume, batch_size=batch_size, device=device,
+                      dtype=dtype, part_rows=part_rows, progress=progress)  # fmt: skip
+        if runner == "ray":
+            from decide.jobs.ray_runner import run_job_ray
+
+            result = run_job_ray(spec, list(inputs), out, address=address, actors=actors,
+                                 gpus_per_actor=gpus_per_actor, **common)  # fmt: skip
+        else:
+            result = run_job(spec, list(inputs), out, **common)
     except (SpecError, ModelLoadError) as exc:
         _fail(str(exc), EXIT_USAGE)
         return

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from decide.engine.loader import LoadedModel
 from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
-from decide.schemas import SchemaError
+from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
@@ -114,22 +114,28 @@ class DecisionEngine:
             instruction=instruction,
             long_documents=long_documents,
         )
-        d = self.decoding
-        self.sampler = Sampler(
-            loaded.model,
-            SamplerConfig(
-                threshold=d.threshold,
-                max_steps=d.max_steps,
-                temperature=d.temperature,
-                cache=d.cache,
-                max_tokens_per_step=d.max_tokens_per_step,
-                batch_size=batch_size,
-            ),
-        )
-        self.batch_size = batch_size
         self.rules = rules
         self._validators: dict[tuple, Draft202012Validator] = {}
         self._rulesets: dict[tuple, RuleSet] = {}
+        self.batch_size = batch_size
+        self.set_decoding(self.decoding)
+
+    def set_decoding(self, decoding: Decoding, batch_size: int | None = None) -> None:
+        """Decode with other settings from now on, keeping the compiled questions and their
+        mask caches."""
+        self.decoding = decoding
+        self.batch_size = batch_size or self.batch_size
+        self.sampler = Sampler(
+            self.loaded.model,
+            SamplerConfig(
+                threshold=decoding.threshold,
+                max_steps=decoding.max_steps,
+                temperature=decoding.temperature,
+                cache=decoding.cache,
+                max_tokens_per_step=decoding.max_tokens_per_step,
+                batch_size=self.batch_size,
+            ),
+        )
 
     def ruleset(self, questions: Sequence[CompiledQuestion]) -> RuleSet | None:
         """The spec's rules compiled for this set of questions (cached); `SchemaError` if they
@@ -236,7 +242,14 @@ class DecisionEngine:
         confidence: dict[str, float] = {}
         for group, slot_results in zip(doc.groups, result.slots, strict=True):
             for question, slot_result in zip(group, slot_results, strict=True):
-                decoded = question.slot.decode(slot_result.tokens, self.packer.filler_id)
+                try:
+                    decoded = question.slot.decode(slot_result.tokens, self.packer.filler_id)
+                except DecodeMismatch as exc:
+                    # A bug, never an input problem: loud in the log, one error row, the job
+                    # goes on.
+                    log.exception("committed tokens do not decode (a bug): %s", exc)
+                    decision.error = f"internal error decoding {question.id!r} (a bug): {exc}"
+                    return decision
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence
         ordered = {q.id: answers[q.id] for q in item.questions}

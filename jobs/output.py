@@ -71,7 +71,10 @@ class OutputDir:
         self.next_part = 0
         if path.exists() and not path.is_dir():
             raise SpecError(f"{path}: output path exists and is not a directory")
-        existing = path.is_dir() and any(path.iterdir())
+        existing = path.is_dir() and any(
+            not (entry.name == "answers" and entry.is_dir()) or any(entry.iterdir())
+            for entry in path.iterdir()
+        )  # an empty answers/ is what a run stopped by a usage error leaves: not a job
         if existing and not resume:
             raise SpecError(
                 f"{path}: output directory is not empty; pass --resume to continue the job it "

@@ -25,13 +25,14 @@ import torch
 from decide.engine import load_model, model_fingerprint
 from decide.engine.loader import LoadedModel
 from decide.schemas import SchemaError
+from decide.schemas.rules import compile_rules, rule_question_ids
 
 from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item, failure_reason
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
 from .progress import Progress
-from .questions import CompiledQuestion
+from .questions import CompiledQuestion, QuestionCompiler
 from .spec import JobSpec, SpecError, parse_questions
 
 log = logging.getLogger("decide.jobs")
@@ -65,16 +66,20 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class _Job:
-    def __init__(self, spec: JobSpec, plan: InputPlan, engine: DecisionEngine, out: OutputDir):
-        self.spec, self.plan, self.engine, self.out = spec, plan, engine, out
-        self.global_questions: list[CompiledQuestion] = [
-            engine.compiler.compile(q) for q in spec.questions
-        ]
-        if spec.rules is not None and self.global_questions:
-            engine.ruleset(self.global_questions)  # refuse unenforceable rules before any row
+class RowItems:
+    """Input rows → `Item`s: skips committed ids, turns duplicated ids into one error item,
+    compiles per-row questions (cached per schema) or takes the spec's."""
 
-    def items(self, chunks: Iterator[pl.DataFrame], skip: set[Any], dupes: dict) -> Iterator[Item]:
+    def __init__(self, spec: JobSpec, plan: InputPlan, compiler: QuestionCompiler) -> None:
+        self.spec, self.plan, self.compiler = spec, plan, compiler
+        self.global_questions: list[CompiledQuestion] = [
+            compiler.compile(q) for q in spec.questions
+        ]
+
+    def rows(
+        self, chunks: Iterator[pl.DataFrame], skip: set[Any], dupes: dict
+    ) -> Iterator[tuple[dict[str, Any], str | None]]:
+        """(row, None) for every row to decide, or (row, error) for a duplicated id (once)."""
         cols = self.plan.columns
         seen_dupes: set[Any] = set()
         for chunk in chunks:
@@ -82,29 +87,34 @@ class _Job:
                 doc_id = row[cols.doc_id]
                 if doc_id is None or doc_id in skip:
                     continue
-                extra = {name: row[name] for name in self.plan.carried}
                 if doc_id in dupes:
-                    if doc_id in seen_dupes:
-                        continue
-                    seen_dupes.add(doc_id)
-                    where = ", ".join(f"{Path(f).name} row {r}" for f, r in dupes[doc_id])
-                    yield Item(
-                        doc_id, None, [], error=f"duplicate doc_id (at {where})", extra=extra
-                    )
+                    if doc_id not in seen_dupes:
+                        seen_dupes.add(doc_id)
+                        where = ", ".join(f"{Path(f).name} row {r}" for f, r in dupes[doc_id])
+                        yield row, f"duplicate doc_id (at {where})"
                     continue
-                questions, error = self.global_questions, None
-                if self.plan.has_questions and row[cols.questions] is not None:
-                    origin = f"{Path(row[FILE]).name} row {row[ROW]}, column {cols.questions!r}"
-                    try:
-                        questions = [
-                            self.engine.compiler.compile(q)
-                            for q in parse_questions(row[cols.questions], origin)
-                        ]
-                    except SpecError as exc:
-                        error = f"invalid questions: {exc}"
-                    except SchemaError as exc:
-                        error = f"invalid questions: {origin}: {exc}"
-                yield Item(doc_id, row[cols.document], questions, error=error, extra=extra)
+                yield row, None
+
+    def item(self, row: dict[str, Any], error: str | None = None) -> Item:
+        cols = self.plan.columns
+        extra = {name: row[name] for name in self.plan.carried}
+        if error is not None:
+            return Item(row[cols.doc_id], None, [], error=error, extra=extra)
+        questions = self.global_questions
+        if self.plan.has_questions and row[cols.questions] is not None:
+            where = (
+                f"row {row[ROW]}" if row.get(ROW) is not None else f"doc_id {row[cols.doc_id]!r}"
+            )
+            origin = f"{Path(row[FILE]).name} {where}, column {cols.questions!r}"
+            try:
+                questions = [
+                    self.compiler.compile(q) for q in parse_questions(row[cols.questions], origin)
+                ]
+            except SpecError as exc:
+                error = f"invalid questions: {exc}"
+            except SchemaError as exc:
+                error = f"invalid questions: {origin}: {exc}"
+        return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra)
 
 
 def _frame(
@@ -150,59 +160,93 @@ def _frame(
     return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None)
 
 
-def run_job(
+@dataclass
+class JobSetup:
+    """Everything known before the first document is decided."""
+
+    spec: JobSpec
+    plan: InputPlan
+    out: OutputDir
+    output: Path
+    fingerprints: dict[str, str]
+    found: Any  # inputs.Survey
+    fields: dict[str, Field]
+    committed: set[Any]
+    previous: dict[str, int]
+    prior: dict[str, Any]
+    manifest: dict[str, Any]
+    started: float
+
+
+def prepare(
     spec: JobSpec,
-    inputs: list[Path],
+    plan: InputPlan,
+    out: OutputDir,
     output: Path,
     *,
-    model: LoadedModel | str | Path | None = None,
-    resume: bool = False,
-    batch_size: int = 16,
-    device: str = "auto",
+    model_path: Path,
+    model_type: str,
+    batch_size: int,
+    device: str,
+    engine: str = "local",
+) -> JobSetup:
+    """Fingerprints, resume state, id survey and answer typing (nothing written yet)."""
+    started = time.monotonic()
+    fingerprints = {"model": model_fingerprint(model_path), "spec": spec.fingerprint()}
+    out.check_fingerprints(fingerprints)
+    prior = out.previous_manifest() or {}
+    committed, previous = out.committed()
+    found = survey(plan)
+    if spec.rules is not None:
+        asked = {q.id for q in spec.questions} | set(found.question_schemas)
+        for qid, pointer in rule_question_ids(spec.rules).items():
+            if qid not in asked:
+                raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
+                                "this job")  # fmt: skip
+    schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
+    for qid, texts in found.question_schemas.items():
+        schemas.setdefault(qid, [])
+        schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
+    manifest: dict[str, Any] = {
+        "status": "running",
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "fingerprints": fingerprints,
+        "model": str(model_path),
+        "model_type": model_type,
+        "inputs": [str(p) for p in plan.files],
+        "spec": spec.model_dump(by_alias=True, mode="json"),
+        "engine": engine,
+        "batch_size": batch_size,
+        "device": device,
+    }
+    return JobSetup(
+        spec, plan, out, output, fingerprints, found, answer_fields(schemas), committed,
+        previous, prior, manifest, started,
+    )  # fmt: skip
+
+
+def to_decide(setup: JobSetup) -> int:
+    """Rows this run still has to decide (one per doc id, resumed ones excluded)."""
+    found, committed = setup.found, setup.committed
+    todo = found.rows - len(committed) - len(found.null_ids)
+    todo -= sum(len(v) - 1 for k, v in found.duplicates.items() if k not in committed)
+    return max(todo, 0)
+
+
+def write_decisions(
+    setup: JobSetup,
+    decisions: Iterator[Decision],
+    *,
     part_rows: int = 1000,
     part_seconds: float = 60.0,
     progress: bool | None = None,
     report: bool = True,
 ) -> JobResult:
-    """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
-    `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
-    started = time.monotonic()
-    began = datetime.now(UTC).isoformat(timespec="seconds")
-    plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
-    out = OutputDir(output, resume=resume)
-    if isinstance(model, LoadedModel):
-        loaded = model
-    else:
-        from decide.bundled import resolve_model_path
-
-        path = resolve_model_path(model if model is not None else spec.model)
-        loaded = load_model(path, device=resolve_device(device))
-    engine = DecisionEngine(
-        loaded,
-        spec.decoding,
-        batch_size=batch_size,
-        instruction=spec.instruction,
-        long_documents=spec.long_documents,
-        rules=spec.rules,
-    )
-    try:
-        job = _Job(spec, plan, engine, out)
-    except SchemaError as exc:
-        what = "rules" if "rules" in str(exc) or spec.rules is not None else "question schema"
-        raise SpecError(f"{what} refused: {exc}") from exc
-    fingerprints = {"model": model_fingerprint(loaded.path), "spec": spec.fingerprint()}
-    out.check_fingerprints(fingerprints)
-    prior = out.previous_manifest() or {}
-    committed, previous = out.committed()
-
-    found = survey(plan)
-    schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
-    for qid, texts in found.question_schemas.items():
-        schemas.setdefault(qid, [])
-        schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
-    fields = answer_fields(schemas)
-
-    result = JobResult(output=output, total=found.rows, skipped=len(committed))
+    """Write decisions as they come: atomic parts, manifest after each, errors and report at the
+    end. On any exception the manifest records `aborted` and what was decided is kept."""
+    out, plan, manifest, found = setup.out, setup.plan, setup.manifest, setup.found
+    previous = setup.previous
+    result = JobResult(output=setup.output, total=found.rows, skipped=len(setup.committed))
     result.ok, result.failed = previous.get("ok", 0), previous.get("error", 0)
     invalid = pl.DataFrame(
         {
@@ -212,17 +256,6 @@ def run_job(
         schema={"doc_id": plan.doc_id_type, "error": pl.String},
     )
     result.invalid = invalid.height
-    manifest: dict[str, Any] = {
-        "status": "running",
-        "started": began,
-        "fingerprints": fingerprints,
-        "model": str(loaded.path),
-        "model_type": loaded.config.model_type,
-        "inputs": [str(p) for p in plan.files],
-        "spec": spec.model_dump(by_alias=True, mode="json"),
-        "batch_size": batch_size,
-        "device": str(loaded.model.device),
-    }
 
     def counts() -> dict[str, Any]:
         return {
@@ -235,14 +268,12 @@ def run_job(
         }
 
     manifest["counts"] = counts()
+    narrowed: dict[str, int] = dict(setup.prior.get("rules", {}).get("narrowed", {}))
+    manifest["rules"] = {"declared": setup.spec.rules is not None, "narrowed": narrowed}
     out.write_manifest(manifest)
     pending: list[Decision] = []
-    narrowed: dict[str, int] = dict(prior.get("rules", {}).get("narrowed", {}))
-    manifest["rules"] = {"declared": spec.rules is not None, "narrowed": narrowed}
     last_flush = time.monotonic()
-    todo = found.rows - len(committed) - len(found.null_ids)
-    todo -= sum(len(v) - 1 for k, v in found.duplicates.items() if k not in committed)
-    bar = Progress(total=max(todo, 0), enabled=progress)
+    bar = Progress(total=to_decide(setup), enabled=progress)
 
     def flush() -> None:
         nonlocal pending, last_flush
@@ -250,17 +281,14 @@ def run_job(
             # Taken off the list before writing: an interrupt after the part is in place must
             # not write the same rows again (a failed write loses them to the resume instead).
             batch, pending = pending, []
-            out.write_part(_frame(batch, plan, fields, fingerprints))
+            out.write_part(_frame(batch, plan, setup.fields, setup.fingerprints))
         last_flush = time.monotonic()
         manifest["counts"] = counts()
-        manifest["seconds"] = round(time.monotonic() - started, 3)
+        manifest["seconds"] = round(time.monotonic() - setup.started, 3)
         out.write_manifest(manifest)
 
     try:
-        items = job.items(
-            stream(plan, chunk_rows=max(256, 8 * batch_size)), committed, found.duplicates
-        )
-        for decision in engine.decide(items):
+        for decision in decisions:
             pending.append(decision)
             result.nfe += decision.nfe
             result.answer_tokens += decision.answer_tokens
@@ -286,17 +314,15 @@ def run_job(
         raise
     bar.close()
     out.write_errors(invalid)
-    result.seconds = time.monotonic() - started
+    result.seconds = time.monotonic() - setup.started
+    decided_now = result.ok + result.failed - previous.get("ok", 0) - previous.get("error", 0)
     manifest.update(
         status="complete",
         finished=datetime.now(UTC).isoformat(timespec="seconds"),
         seconds=round(result.seconds, 3),
         counts=counts(),
         throughput={
-            "documents": result.ok
-            + result.failed
-            - previous.get("ok", 0)
-            - previous.get("error", 0),
+            "documents": decided_now,
             "nfe": result.nfe,
             "answer_tokens": result.answer_tokens,
         },
@@ -305,8 +331,73 @@ def run_job(
     if report:
         from decide.report import write_report
 
-        write_report(output)
+        write_report(setup.output)
     return result
+
+
+def check_questions(spec: JobSpec, compiler: QuestionCompiler) -> None:
+    """Compile the spec's questions (and its rules against them) up front: a refusal is a usage
+    error."""
+    try:
+        compiled = [compiler.compile(q) for q in spec.questions]
+        if spec.rules is not None:
+            rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
+            if compiled:
+                compile_rules(
+                    spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+                )
+    except SchemaError as exc:
+        what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
+        raise SpecError(f"{what} refused: {exc}") from exc
+
+
+def run_job(
+    spec: JobSpec,
+    inputs: list[Path],
+    output: Path,
+    *,
+    model: LoadedModel | str | Path | None = None,
+    resume: bool = False,
+    batch_size: int = 16,
+    device: str = "auto",
+    dtype: str = "auto",
+    part_rows: int = 1000,
+    part_seconds: float = 60.0,
+    progress: bool | None = None,
+    report: bool = True,
+) -> JobResult:
+    """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
+    `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
+    plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
+    out = OutputDir(output, resume=resume)
+    if isinstance(model, LoadedModel):
+        loaded = model
+    else:
+        from decide.bundled import resolve_model_path
+
+        path = resolve_model_path(model if model is not None else spec.model)
+        loaded = load_model(path, device=resolve_device(device), dtype=dtype)
+    engine = DecisionEngine(
+        loaded,
+        spec.decoding,
+        batch_size=batch_size,
+        instruction=spec.instruction,
+        long_documents=spec.long_documents,
+        rules=spec.rules,
+    )
+    check_questions(spec, engine.compiler)
+    setup = prepare(
+        spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
+        batch_size=batch_size, device=str(loaded.model.device),
+    )  # fmt: skip
+    rows = RowItems(spec, plan, engine.compiler)
+    chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))
+    items = (rows.item(row, error) for row, error in rows.rows(chunks, setup.committed,
+                                                              setup.found.duplicates))  # fmt: skip
+    return write_decisions(
+        setup, engine.decide(items), part_rows=part_rows, part_seconds=part_seconds,
+        progress=progress, report=report,
+    )  # fmt: skip
 
 
 def _is_json(text: str) -> bool:

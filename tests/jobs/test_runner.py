@@ -190,6 +190,7 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         "bad": spec(questions=[*QUESTIONS[:2], hostname]),
         "none": {"questions": []},
         "other": spec(decoding={"threshold": 0.5}),
+        "typo": spec(rules={"if": {"properties": {"nope": {"const": 1}}}}),
     }
     for name, content in specs.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(content))
@@ -207,11 +208,16 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         (docs, "a-file/out", "job", "a-file"),
         (docs, "o5", "missing", "cannot read"),
         (tmp_path / "nothere.parquet", "o6", "job", "no such input file"),
+        (docs, "o8", "typo", "/if/properties/nope: 'nope' is not the id of any question"),
     ]
     for inputs, out, spec_name, message in cases:
         result = run(inputs, out, spec_name)
         assert result.exit_code == 2, (out, result.output)
         assert message in result.output, (message, result.output)
+    # A usage error found after the output directory was checked leaves nothing in the way.
+    bad_model = CliRunner().invoke(main, ["run", str(docs), "-o", str(tmp_path / "o7"), "--spec",
+                                          str(tmp_path / "job.json"), "--model", str(tmp_path)])  # fmt: skip
+    assert bad_model.exit_code == 2 and "config.json is missing" in bad_model.output
     first = run(docs, "o7")
     assert first.exit_code == 0, first.output
     assert "answers: " in first.output

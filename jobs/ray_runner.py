@@ -1,0 +1,230 @@
+"""Scale out on Ray Data: the same job spec, one model per actor, the same output guarantees.
+
+The driver does what needs no model: it checks the inputs and the spec (compiling every question
+against the model's tokenizer, so usage errors still exit 2 before anything runs), surveys the
+ids, and owns the output directory. `ray.data.read_parquet` streams the rows to a pool of
+stateful actors, each loading the model once and deciding its batches with the same
+`DecisionEngine` (continuous batching included) as the local runner; decided rows stream back
+and the driver writes them through the same atomic part writer and manifest, so resume, one row
+per doc id and error rows work exactly as locally. We do not use Ray Data's own write path or
+checkpointing: its parquet writer is not atomic per file and it has no notion of our manifest
+fingerprints, so a crash could leave torn files and a resume could mix configurations.
+
+Rows already committed (resume), duplicated ids and null ids are filtered out before the data
+reaches the actors; the driver emits the duplicate and null-id errors itself. Actors are created
+with unlimited restarts and task retries, so an actor that dies (killed, out of memory, node
+lost) is replaced and its batch decided again; since only the driver writes, a retried batch
+cannot produce a second row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from decide.engine.loader import load_config
+
+from .decisions import Decision, DecisionEngine
+from .inputs import InputPlan, inspect_inputs, stream
+from .output import OutputDir
+from .questions import QuestionCompiler
+from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, write_decisions
+from .spec import JobSpec, SpecError
+
+OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
+               "answer_tokens", "truncated", "narrowed_json")  # fmt: skip
+
+
+def _ray():
+    try:
+        import ray
+        import ray.data  # the Data library is a separate extra of ray
+    except ImportError as exc:
+        raise SpecError(
+            '--engine ray needs Ray Data, which is not installed: pip install "decide[ray]"'
+        ) from exc
+    return ray
+
+
+class DeciderActor:
+    """A Ray actor: loads the model once, then decides batches of input rows."""
+
+    def __init__(self, model_path: str, spec: dict[str, Any], plan: InputPlan, batch_size: int,
+                 device: str, dtype: str = "auto") -> None:  # fmt: skip
+        from decide.engine import load_model
+        from decide.jobs.runner import resolve_device
+        from decide.jobs.spec import parse_spec
+
+        self.spec = parse_spec(spec, "spec")
+        loaded = load_model(model_path, device=resolve_device(device), dtype=dtype)
+        self.engine = DecisionEngine(
+            loaded,
+            self.spec.decoding,
+            batch_size=batch_size,
+            instruction=self.spec.instruction,
+            long_documents=self.spec.long_documents,
+            rules=self.spec.rules,
+        )
+        self.rows = RowItems(self.spec, plan, self.engine.compiler)
+        self.plan = plan
+
+    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+        from .inputs import FILE, ROW
+
+        rows = batch.to_pylist()
+        for row in rows:  # Ray reads no row numbers: messages name the file and the doc id
+            row[FILE] = row.pop("path", "input")
+            row[ROW] = None
+        decided = {d.doc_id: d for d in self.engine.decide(self.rows.item(r) for r in rows)}
+        out: dict[str, list[Any]] = {name: [] for name in (*OUT_COLUMNS, *self.plan.carried)}
+        for row in rows:
+            d = decided[row[self.plan.columns.doc_id]]
+            out["doc_id"].append(d.doc_id)
+            out["status"].append(d.status)
+            out["error"].append(d.error)
+            out["answers_json"].append(d.answers_json)
+            confidence = None if d.confidence is None else json.dumps(d.confidence)
+            out["confidence_json"].append(confidence)
+            out["nfe"].append(d.nfe)
+            out["answer_tokens"].append(d.answer_tokens)
+            out["truncated"].append(d.truncated)
+            out["narrowed_json"].append(json.dumps(d.narrowed))
+            for name in self.plan.carried:
+                out[name].append(d.extra.get(name))
+        return out
+
+
+def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
+    return Decision(
+        doc_id=row["doc_id"],
+        status=row["status"],
+        answers=None if row["answers_json"] is None else json.loads(row["answers_json"]),
+        answers_json=row["answers_json"],
+        confidence=None if row["confidence_json"] is None else json.loads(row["confidence_json"]),
+        error=row["error"],
+        nfe=int(row["nfe"]),
+        answer_tokens=int(row["answer_tokens"]),
+        truncated=bool(row["truncated"]),
+        narrowed=json.loads(row["narrowed_json"]),
+        extra={name: row[name] for name in carried},
+    )
+
+
+def _decisions(
+    setup: JobSetup,
+    rows: RowItems,
+    model_path: Path,
+    *,
+    actors: int,
+    gpus_per_actor: float,
+    batch_size: int,
+    device: str,
+    dtype: str,
+) -> Iterator[Decision]:
+    ray = _ray()
+    plan = setup.plan
+    id_col = plan.columns.doc_id
+    # The driver settles duplicated ids (one error row each); actors never see them.
+    chunks = stream(plan, chunk_rows=10_000)
+    for row, error in rows.rows(chunks, setup.committed, setup.found.duplicates):
+        if error is not None:
+            yield Decision(row[id_col], "error", error=error,
+                           extra={n: row[n] for n in plan.carried})  # fmt: skip
+    skip = set(setup.committed) | set(setup.found.duplicates)
+    skip_ref = ray.put(skip)
+
+    def keep(batch):
+        import pyarrow.compute as pc
+
+        ids = batch.column(id_col)
+        excluded = ray.get(skip_ref)
+        mask = pc.and_(pc.invert(pc.is_null(ids)),
+                       pc.invert(pc.is_in(ids, value_set=_array(excluded, ids.type))))  # fmt: skip
+        return batch.filter(mask)
+
+    columns = [id_col, plan.columns.document, *plan.carried]
+    if plan.has_questions:
+        columns.append(plan.columns.questions)
+    # Reading and filtering are light and take no CPU slot: with one actor per CPU (the default
+    # on CPU machines) the actors would otherwise hold every slot and starve the read. Ray Data's
+    # newer parquet path adds a file-listing task that ignores `ray_remote_args` (1 CPU, so the
+    # same starvation): the classic path is used where that switch exists.
+    context = ray.data.DataContext.get_current()
+    if hasattr(context, "use_datasource_v2"):
+        context.use_datasource_v2 = False
+    ds = ray.data.read_parquet([str(p) for p in plan.files], columns=columns, include_paths=True,
+                               ray_remote_args={"num_cpus": 0})  # fmt: skip
+    ds = ds.map_batches(keep, batch_format="pyarrow", num_cpus=0)
+    ds = ds.map_batches(
+        DeciderActor,
+        fn_constructor_kwargs={
+            "model_path": str(model_path),
+            "spec": setup.spec.model_dump(by_alias=True, mode="json"),
+            "plan": plan,
+            "batch_size": batch_size,
+            "device": device,
+            "dtype": dtype,
+        },
+        batch_format="pyarrow",
+        batch_size=max(8 * batch_size, 64),
+        concurrency=actors,
+        num_gpus=gpus_per_actor or None,
+        num_cpus=1 if not gpus_per_actor else None,
+        max_restarts=-1,
+        max_task_retries=-1,
+    )
+    for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        for row in batch.to_pylist():
+            yield _decision(row, plan.carried)
+
+
+def _array(values: set[Any], dtype: Any):
+    import pyarrow as pa
+
+    return pa.array(sorted(values, key=repr), type=dtype) if values else pa.array([], type=dtype)
+
+
+def run_job_ray(
+    spec: JobSpec,
+    inputs: list[Path],
+    output: Path,
+    *,
+    model: str | Path | None = None,
+    resume: bool = False,
+    batch_size: int = 16,
+    address: str | None = None,
+    actors: int = 1,
+    gpus_per_actor: float = 0.0,
+    device: str = "auto",
+    dtype: str = "auto",
+    part_rows: int = 1000,
+    part_seconds: float = 60.0,
+    progress: bool | None = None,
+    report: bool = True,
+) -> JobResult:
+    """`run_job` on a Ray cluster (`address`, default: the current or a new local one)."""
+    ray = _ray()
+    if actors < 1 or gpus_per_actor < 0:
+        raise SpecError("--actors must be at least 1 and --gpus-per-actor not negative")
+    from decide.bundled import resolve_model_path
+
+    plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
+    out = OutputDir(output, resume=resume)
+    model_path = resolve_model_path(model if model is not None else spec.model)
+    _, config, tokenizer = load_config(model_path)
+    compiler = QuestionCompiler(config, tokenizer)
+    check_questions(spec, compiler)
+    if not ray.is_initialized():
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    setup = prepare(
+        spec, plan, out, output, model_path=model_path, model_type=config.model_type,
+        batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
+        engine="ray",
+    )  # fmt: skip
+    rows = RowItems(spec, plan, compiler)
+    decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,
+                           batch_size=batch_size, device=device, dtype=dtype)  # fmt: skip
+    return write_decisions(setup, decisions, part_rows=part_rows, part_seconds=part_seconds,
+                           progress=progress, report=report)  # fmt: skip

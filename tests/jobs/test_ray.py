@@ -1,0 +1,130 @@
+"""The Ray Data runner on a local cluster: the same answers as the local runner, one row per doc
+id when an actor dies mid-job, a resume that redoes nothing, and a clear exit 2 without Ray."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from helpers.jobdata import QUESTIONS, write_docs
+
+from decide.cli import main
+from decide.jobs.runner import run_job
+from decide.jobs.spec import parse_spec
+
+ray = pytest.importorskip("ray", reason="Ray is the optional `ray` extra (also in `dev`)")
+pytestmark = pytest.mark.timeout(600)
+DOCS = 40
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             ignore_reinit_error=True)  # fmt: skip
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def job(tiny_checkpoint, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray")
+    docs = write_docs(root / "in.parquet", DOCS, seed=31)
+    frame = pl.read_parquet(docs).with_columns(pl.lit("x").alias("team"))
+    frame = pl.concat([frame, frame.head(1)])  # one duplicated id
+    frame.write_parquet(docs)
+    model = tiny_checkpoint("Dream", vocab="small", init_std=0.2)
+    spec = parse_spec({"questions": QUESTIONS})
+    run_job(spec, [docs], root / "local", model=model, batch_size=4, progress=False)
+    return root, docs, model, spec
+
+
+def _answers(out: Path) -> pl.DataFrame:
+    return pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
+
+
+def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> None:
+    from decide.jobs.ray_runner import run_job_ray
+
+    root, docs, model, spec = job
+    result = run_job_ray(spec, [docs], root / "ray", model=model, batch_size=4, actors=2,
+                         part_rows=7, progress=False)  # fmt: skip
+    local, remote = _answers(root / "local"), _answers(root / "ray")
+    assert remote["doc_id"].n_unique() == remote.height == DOCS
+    assert remote.select("doc_id", "status", "error", "answers_json", "team").equals(
+        local.select("doc_id", "status", "error", "answers_json", "team")
+    )
+    assert result.failed == 1  # the duplicated id
+    manifest = json.loads((root / "ray" / "manifest.json").read_text())
+    assert manifest["engine"] == "ray" and manifest["status"] == "complete"
+    parts = sorted((root / "ray" / "answers").glob("part-*.parquet"))
+    again = run_job_ray(spec, [docs], root / "ray", model=model, resume=True, progress=False)
+    assert again.skipped == DOCS and again.nfe == 0
+    assert sorted((root / "ray" / "answers").glob("part-*.parquet")) == parts
+
+
+def test_an_actor_killed_mid_job_is_replaced(cluster, job) -> None:
+    from decide.jobs.ray_runner import run_job_ray
+
+    root, docs, model, spec = job
+    out = root / "killed"
+    killed: list[int] = []
+
+    def actor_pids() -> list[int]:
+        """Ray names an actor's worker process after its class (`ray::MapWorker(...)`)."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            try:
+                title = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:  # the process ended, or is not ours to read
+                continue
+            if proc.name.isdigit() and title.startswith("ray::") and "DeciderActor" in title:
+                pids.append(int(proc.name))
+        return pids
+
+    def kill_one_actor() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            for pid in actor_pids():
+                time.sleep(2.0)  # let it take a batch first
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_one_actor, daemon=True)
+    killer.start()
+    run_job_ray(spec, [docs], out, model=model, batch_size=2, actors=1, part_rows=5,
+                progress=False)  # fmt: skip
+    killer.join(timeout=5)
+    assert killed, "no actor was found to kill"
+    answers = _answers(out)
+    assert answers["doc_id"].n_unique() == answers.height == DOCS
+    assert answers.select("doc_id", "answers_json").equals(
+        _answers(root / "local").select("doc_id", "answers_json")
+    )
+
+
+def test_without_ray_engine_ray_exits_2(job, tmp_path, monkeypatch) -> None:
+    _, docs, model, _ = job
+    (tmp_path / "job.json").write_text(json.dumps({"questions": QUESTIONS}))
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    result = CliRunner().invoke(main, ["run", str(docs), "-o", str(tmp_path / "out"), "--spec",
+                                       str(tmp_path / "job.json"), "--model", str(model),
+                                       "--engine", "ray"])  # fmt: skip
+    assert result.exit_code == 2
+    assert 'pip install "decide[ray]"' in result.output
