@@ -17,7 +17,8 @@ import polars as pl
 from decide.train.evaluate import same
 
 
-def main(out: Path) -> None:
+def score(out: Path) -> dict:
+    """Per-question and overall counts of right answers in the job output at `out`."""
     here = Path(__file__).parent
     gold = {
         r["doc_id"]: json.loads(r["gold"])
@@ -38,10 +39,17 @@ def main(out: Path) -> None:
             per_question.setdefault(qid, [0, 0])[0] += ok
             per_question[qid][1] += 1
         full += all_right
-    for qid, (r, t) in per_question.items():
+    return {"right": right, "total": total, "full": full, "documents": answers.height,
+            "per_question": per_question}  # fmt: skip
+
+
+def main(out: Path) -> None:
+    result = score(out)
+    for qid, (r, t) in result["per_question"].items():
         print(f"{qid:<14} {r}/{t}")
     print(
-        f"answers right: {right}/{total}; claims with every answer right: {full}/{answers.height}"
+        f"answers right: {result['right']}/{result['total']}; claims with every answer right: "
+        f"{result['full']}/{result['documents']}"
     )
 
 

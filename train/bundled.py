@@ -29,7 +29,7 @@ from .loop import TrainConfig, train
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
 MAMS_SHARE = 0.4  # of training rows; the rest are synthetic decision documents
-RECIPE_STEPS = 5000  # about 75 minutes of batches of 8 on two CPU cores with bf16 autocast
+RECIPE_STEPS = 3000  # 50-87 minutes of batches of 8 on 2 CPU cores, bf16 autocast (0.6-1 step/s)
 
 
 def minilm_zip() -> Path:

@@ -1,0 +1,59 @@
+"""The bundled decision model ships inside the package and is what `decide run` uses when no
+model is given: the README's first command, run here on the example claims, must decide every
+claim and get most answers right (the full accuracy table is `benchmarks/accuracy.py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from decide import Decider
+from decide.bundled import BUNDLED, bundled_model_path
+from decide.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_bundled_model_is_shipped_small_and_licensed() -> None:
+    assert bundled_model_path() == BUNDLED, f"no bundled model at {BUNDLED}"
+    files = {p.name: p.stat().st_size for p in BUNDLED.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "LICENSE", "NOTICE"} <= set(files)
+    assert sum(files.values()) <= 50 * 2**20, files
+    assert json.loads((BUNDLED / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    assert "all-MiniLM-L6-v2" in (BUNDLED / "NOTICE").read_text()
+
+
+def test_readme_first_command_decides_the_example_claims_mostly_right(tmp_path) -> None:
+    out = tmp_path / "claims"
+    args = ["run", str(ROOT / "examples" / "claims.parquet"), "--spec",
+            str(ROOT / "examples" / "claims.yaml"), "-o", str(out), "--no-progress"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model"] == str(BUNDLED)
+    spec = importlib.util.spec_from_file_location(
+        "check_claims", ROOT / "examples" / "check_claims.py"
+    )
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    score = check.score(out)
+    assert score["documents"] == 40
+    assert score["right"] >= 0.85 * score["total"], score
+
+
+def test_decider_defaults_to_the_bundled_model() -> None:
+    decider = Decider()
+    letter = (
+        "Dear claims team, my car was hit in a parking lot in Denver on 3 May. I claim 4,250 "
+        "dollars for the repairs. My policy is active. Regards, Maria Lopez"
+    )
+    d = decider.decide(letter, [
+        {"id": "claim_type", "text": "What kind of claim is this?",
+         "schema": {"enum": ["auto", "home", "health", "travel"]}},
+        {"id": "amount", "text": "How many dollars are claimed?",
+         "schema": {"type": "integer", "minimum": 0, "maximum": 100000}},
+    ])  # fmt: skip
+    assert d.ok and d.answers == {"claim_type": "auto", "amount": 4250}, d
