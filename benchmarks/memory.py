@@ -3,9 +3,11 @@
 Builds inputs of N rows from the example claims (`examples/claims.parquet`, repeated with fresh
 doc ids), runs the real CLI in a subprocess for each N, and reads the child's peak RSS from
 `wait4`. The model is a tiny random BERT with the bundled model's tokenizer (the bundled model
-itself decides about 2 documents/s on two CPU cores, so 100,000 rows would take half a day); the
-model's own memory is a constant either way, and what this measures is everything that could grow
-with the input: reading, packing, batching, writing parts, resume bookkeeping. Target: the
+itself decides about 2 documents/s on two CPU cores, so 100,000 rows would take half a day),
+decoding at a low confidence threshold (`--threshold`, default 0.05) so that a random model, unsure
+of everything, still commits most of a block per forward; the model's own memory is a constant
+either way, and what this measures is everything that could grow with the input: reading,
+packing, batching, writing parts, resume bookkeeping. Target: the
 100,000-row peak is less than 1.5× the 10,000-row peak.
 
     python benchmarks/memory.py            # 10k and 100k rows
@@ -52,6 +54,10 @@ def peak_rss(args: list[str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument(
+        "--threshold", type=float, default=0.05,
+        help="confidence threshold: low, so the random model commits most of a block per forward",
+    )  # fmt: skip
     args = parser.parse_args()
     bundled = bundled_model_path()
     tokenizer = (bundled or ROOT / "tests" / "data" / "gpt2") / "tokenizer.json"
@@ -71,7 +77,8 @@ def main() -> None:
             spec = ROOT / "examples" / "claims.yaml"
             command = [sys.executable, "-m", "decide", "run", str(inputs), "-o",
                        str(tmp_path / f"out-{rows}"), "--spec", str(spec),
-                       "--model", str(model), "--batch-size", "32", "--no-progress"]  # fmt: skip
+                       "--model", str(model), "--batch-size", "32", "--no-progress",
+                       "--threshold", str(args.threshold)]  # fmt: skip
             mb, seconds = peak_rss(command)
             peaks.append(mb)
             print(f"| {rows:,} | {mb:,.0f} MB | {seconds:,.0f} s | {rows / seconds:,.0f} |")

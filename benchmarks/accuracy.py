@@ -1,0 +1,108 @@
+"""Accuracy of the bundled decision model on held-out data, in one run, one table.
+
+- Synthetic decisions from the *test* split (templates, names, cities and products never seen in
+  training): exact match on questions stated in the document and on derived questions, and the
+  share of documents with every answer right.
+- MAMS-ACSA val: sentiment accuracy on the annotated aspects and mention accuracy (mentioned or
+  not, over all eight aspects), next to majority-class baselines from the train split.
+- Joint vs separate: the same model deciding every question of a document in one block, or each
+  question alone in a block of its own: accuracy and dependencies violated among the answers
+  (e.g. `eligible=true` with an amount over the limit).
+- Parallelism: answer tokens per forward pass at threshold 0.9 against one token per step, with
+  accuracy for both.
+
+    python benchmarks/accuracy.py                   # 300 synthetic documents, all 400 MAMS reviews
+    python benchmarks/accuracy.py --docs 100 --mams 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import common
+import torch
+
+from decide.jobs.decisions import DecisionEngine
+from decide.jobs.spec import Decoding
+from decide.train.evaluate import evaluate_mams, evaluate_synthetic, synthetic_documents
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="model directory (default: bundled)")
+    parser.add_argument("--docs", type=int, default=300, help="synthetic test documents")
+    parser.add_argument("--mams", type=int, default=400, help="MAMS val reviews (max 400)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1234)
+    args = parser.parse_args()
+    loaded = common.load_trained(args.model)
+    path = loaded.path
+    print(f"model: {path} ({loaded.config.model_type}, {loaded.parameter_count():,} parameters, "
+          f"{torch.get_num_threads()} threads)\n")  # fmt: skip
+
+    def engine(**decoding) -> DecisionEngine:
+        return DecisionEngine(loaded, Decoding(**decoding), batch_size=args.batch_size)
+
+    docs = synthetic_documents(args.docs, seed=args.seed)
+    started = time.monotonic()
+    joint = evaluate_synthetic(engine(), docs, joint=True)
+    separate = evaluate_synthetic(engine(), docs, joint=False)
+    serial = evaluate_synthetic(engine(max_tokens_per_step=1), docs, joint=True)
+    mams = evaluate_mams(engine(), limit=args.mams)
+    seconds = time.monotonic() - started
+
+    print(
+        f"| synthetic, held-out templates and entities ({args.docs} documents) | result | target |"
+    )
+    print("|---|---:|---:|")
+    print(
+        f"| stated facts, exact match | {pct(joint.stated.rate)} ({joint.stated.total}) | ≥ 95 % |"
+    )
+    print(
+        f"| derived answers, exact match | {pct(joint.derived.rate)} ({joint.derived.total}) | ≥ 85 % |"
+    )
+    print(f"| documents with every answer right | {pct(joint.documents.rate)} | ≥ 70 % |")
+    print()
+    print(f"| MAMS-ACSA val ({min(args.mams, 400)} reviews) | model | majority baseline | target |")
+    print("|---|---:|---:|---:|")
+    print(
+        f"| sentiment accuracy, annotated aspects ({mams.sentiment.total}) | "
+        f"{pct(mams.sentiment.rate)} | {pct(mams.sentiment_baseline.rate)} "
+        f"(always {mams.majority_sentiment}) | baseline + 10 |"
+    )
+    print(
+        f"| mention accuracy, all aspects ({mams.mention.total}) | {pct(mams.mention.rate)} | "
+        f"{pct(mams.mention_baseline.rate)} (never mentioned) | baseline + 10 |"
+    )
+    print()
+    print(
+        "| joint vs separate | stated | derived | all right | violated dependencies | forward passes/doc |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in (("all questions in one block", joint), ("each question alone", separate)):
+        print(
+            f"| {name} | {pct(r.stated.rate)} | {pct(r.derived.rate)} | {pct(r.documents.rate)} | "
+            f"{r.violations} of {r.checks} | {r.nfe / args.docs:.1f} |"
+        )
+    print()
+    print(
+        "| parallelism | answer tokens per forward pass | forward passes/doc | stated | derived | all right |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in (("threshold 0.9", joint), ("one token per step", serial)):
+        print(
+            f"| {name} | {r.answer_tokens / max(r.nfe, 1):.2f} | {r.nfe / args.docs:.1f} | "
+            f"{pct(r.stated.rate)} | {pct(r.derived.rate)} | {pct(r.documents.rate)} |"
+        )
+    print("\nper question (joint): " + ", ".join(
+        f"{q} {pct(t.rate)}" for q, t in sorted(joint.per_question.items())))  # fmt: skip
+    print(f"evaluation time: {seconds / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Benchmark: where a denoising step's time goes, and the share spent on token masks, at
+vocabularies of 50,257 (GPT-2) and 151,936 tokens (GPT-2 plus synthetic tokens, the vocabulary of
+`benchmarks/schemas.py`; the model's embedding and logits are that wide).
+
+The production sampler runs unchanged; a subclass times the pieces of each step from outside:
+the model's forward, the logits of the dense (position-by-position) slots, whole-option scoring
+of finite slots (their candidate tokens' logits and the prefix-tree softmax), `_bitmasks`
+(`fill_bitmask` of every touched slot plus assembling the `[N, ceil(V/32)]` int32 rows),
+`masked_confidence` (on CPU its PyTorch reference: a masked fp32 copy of the logits, softmax and
+top-2), commits (the constraints' reachability updates included), and the rest (batch assembly,
+bookkeeping). Mask work = `_bitmasks` + `masked_confidence`. To separate what masks add from what
+any confidence-based decoder pays, each `masked_confidence` call is followed by an untimed-in-step
+unmasked arg-max + log-sum-exp over the same logits (what the LLaDA loop computes), reported as
+"mask work beyond unmasked".
+
+Models are random (every slot stays uncertain, so each step scores every open position: the most
+mask work per step there can be) in the bundled model's shape and the tiny LLaMA-style shape, plus
+the trained bundled model at its own 30,522-token vocabulary when installed.
+
+    python benchmarks/constraint_overhead.py
+    python benchmarks/constraint_overhead.py --docs 4 --models bert
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import common
+import torch
+
+import decide.engine.sampler as sampler_module
+from decide.engine import load_model
+from decide.engine.sampler import Sampler, SamplerConfig
+from decide.engine.synthetic import write_random_checkpoint
+
+PIECES = ("forward", "logits", "options", "bitmask", "masked_confidence", "commit")
+
+
+class _TimedModel:
+    """The model, with its forward and dense logits timed; everything else passes through."""
+
+    def __init__(self, model, watch: common.Stopwatch) -> None:
+        self._model = model
+        self._watch = watch
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+    def __call__(self, *args, **kwargs):
+        with self._watch("forward"):
+            return self._model(*args, **kwargs)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        with self._watch("logits"):
+            return self._model.logits(hidden)
+
+
+class TimedSampler(Sampler):
+    def __init__(self, model, config: SamplerConfig, watch: common.Stopwatch) -> None:
+        super().__init__(_TimedModel(model, watch), config)  # type: ignore[arg-type]
+        self.watch = watch
+
+    def _step(self, rows, cache, prefill):
+        with self.watch("step"):
+            return super()._step(rows, cache, prefill)
+
+    def _bitmasks(self, rows, entries):
+        with self.watch("bitmask"):
+            return super()._bitmasks(rows, entries)
+
+    def _score_options(self, rows, option_slots, hidden, starts):
+        with self.watch("options"):
+            scored = list(super()._score_options(rows, option_slots, hidden, starts))
+        return iter(scored)
+
+    def _commit(self, row, items, logits, forced):
+        with self.watch("commit"):
+            return super()._commit(row, items, logits, forced)
+
+
+@contextlib.contextmanager
+def timed_masked_confidence(watch: common.Stopwatch) -> Iterator[None]:
+    """Time the sampler's `masked_confidence` calls, and after each one the unmasked equivalent
+    on the same logits (recorded as "plain" and taken out of the step time)."""
+    original = sampler_module.masked_confidence
+
+    def timed(logits, bitmask, *args, **kwargs):
+        with watch("masked_confidence"):
+            out = original(logits, bitmask, *args, **kwargs)
+        started = time.perf_counter()
+        x = logits.float()
+        best = x.max(-1).values
+        torch.exp(best - torch.logsumexp(x, -1))
+        watch.add("plain", time.perf_counter() - started)
+        return out
+
+    sampler_module.masked_confidence = timed
+    try:
+        yield
+    finally:
+        sampler_module.masked_confidence = original
+
+
+def measure(loaded, widen: bool, args: argparse.Namespace) -> tuple[common.Stopwatch, dict]:
+    eng = common.engine(loaded, args.batch_size)
+    if widen:
+        common.widen_vocabulary(eng)
+    docs = common.documents(args.docs, args.seed, questions=8)
+    items = common.items(eng, docs)
+    list(eng.decide(items[:2]))  # warm-up (untimed): mask caches, allocator
+    watch = common.Stopwatch()
+    eng.sampler = TimedSampler(loaded.model, eng.sampler.config, watch)
+    with timed_masked_confidence(watch):
+        started = time.perf_counter()
+        decisions = list(eng.decide(items))
+        total = time.perf_counter() - started
+    info = {
+        "total": total,
+        "ok": sum(d.ok for d in decisions),
+        "docs": len(decisions),
+        "nfe": sum(d.nfe for d in decisions) / len(decisions),
+    }
+    return watch, info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=["bert", "llada", "bundled"])
+    parser.add_argument("--docs", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    common.set_threads(args.threads)
+    print(f"Machine: {common.describe_machine(args.threads)}")
+    print(f"{args.docs} documents × 8 questions, batch {args.batch_size}, threshold 0.9\n")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = []
+        for name in args.models:
+            if name == "bundled":
+                path = common.bundled()
+                if path is None:
+                    print("- bundled model: not installed, skipped")
+                    continue
+                runs.append(("bundled (trained)", path, False))
+                continue
+            model_type = "bert" if name == "bert" else "llada"
+            shape = common.BUNDLED_SHAPE if name == "bert" else common.TINY
+            label = "BERT 6×384 (random)" if name == "bert" else "tiny llada (random)"
+            for wide in (False, True):
+                where = Path(tmp) / f"{name}-{wide}"
+                extra = common.wide_config(model_type) if wide else None
+                path = write_random_checkpoint(
+                    where, model_type, tokenizer_json=common.GPT2, extra_config=extra, **shape
+                )
+                runs.append((label, path, wide))
+        for label, path, wide in runs:
+            loaded = load_model(path)
+            watch, info = measure(loaded, wide, args)
+            logits_width = loaded.config.embedding_size
+            vocab = f"{common.WIDE_VOCAB:,}" if wide else f"{loaded.tokenizer.vocab_size:,}"
+            step = watch.get("step") - watch.get("plain")
+            parts = [watch.get(p) for p in PIECES]
+            other = step - sum(parts)
+            mask = watch.get("bitmask") + watch.get("masked_confidence")
+            rows.append(
+                [
+                    label,
+                    f"{vocab} ({logits_width:,} logits)",
+                    watch.calls.get("step", 0),
+                    f"{1000 * step / max(watch.calls.get('step', 1), 1):.0f}",
+                    *[f"{100 * p / step:.1f}" for p in parts],
+                    f"{100 * other / step:.1f}",
+                    f"**{100 * mask / step:.1f} %**",
+                    f"{100 * (mask - watch.get('plain')) / step:.1f} %",
+                    f"{100 * (info['total'] - watch.get('step')) / info['total']:.0f} %",
+                    f"{info['ok']}/{info['docs']}",
+                ]
+            )
+            print(f"- {label}, vocabulary {vocab}: done ({info['nfe']:.1f} forwards/document)")
+    print()
+    print(
+        common.table(
+            [
+                "model",
+                "vocabulary",
+                "steps",
+                "ms / step",
+                "forward %",
+                "dense logits %",
+                "option scoring %",
+                "bitmasks %",
+                "masked_confidence %",
+                "commits %",
+                "other %",
+                "mask work",
+                "mask work beyond unmasked",
+                "time outside steps",
+                "ok",
+            ],
+            rows,
+            "ll" + "r" * 13,
+        )
+    )
+    print(
+        "\nShares are of the summed step time. Target: mask work ≤ 5 % of step time. "
+        "'time outside steps' is the share of the whole run spent packing, admitting rows, "
+        "moving caches, decoding and validating values."
+    )
+
+
+if __name__ == "__main__":
+    main()
