@@ -1,9 +1,10 @@
-"""Size of report.html (and time to build the report) for large jobs.
+"""Size of report.html, and the time and peak memory of building the report, for large jobs.
 
 Writes a synthetic job output directory (answer parts with the real columns and types, a
 manifest, an input file holding the documents) of N rows, builds report.json and report.html
-from it exactly as `decide report` does, and prints one table. The page embeds aggregates and a
-bounded sample, so its size should stay flat from 10,000 to 1,000,000 rows (target: < 5 MB).
+from it with the real `decide report` in a child process (peak RSS from `wait4`), and prints one
+table. The page embeds aggregates and a bounded sample, so its size should stay flat from 10,000
+to 1,000,000 rows (target: < 5 MB).
 
     python benchmarks/report_size.py                 # 10k, 100k and 1M rows
     python benchmarks/report_size.py --rows 100000
@@ -13,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-
-from decide.report import write_report
 
 PART_ROWS = 100_000
 
@@ -112,17 +114,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     args = parser.parse_args()
-    print("| rows | report.html | report.json | build time |")
-    print("|---:|---:|---:|---:|")
+    print("| rows | report.html | report.json | build time | peak RSS of `decide report` |")
+    print("|---:|---:|---:|---:|---:|")
     for rows in args.rows:
         with tempfile.TemporaryDirectory() as tmp:
             out = fake_job(Path(tmp), rows)
             started = time.perf_counter()
-            write_report(out)
+            child = subprocess.Popen([sys.executable, "-m", "decide", "report", str(out)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+            _, status, usage = os.wait4(child.pid, 0)
             seconds = time.perf_counter() - started
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"decide report failed: {child.stderr.read().decode()[-2000:]}")
             html = (out / "report.html").stat().st_size
             js = (out / "report.json").stat().st_size
-            print(f"| {rows:,} | {html / 1e6:.2f} MB | {js / 1e3:.1f} kB | {seconds:.1f} s |")
+            print(f"| {rows:,} | {html / 1e6:.2f} MB | {js / 1e3:.1f} kB | {seconds:.1f} s "
+                  f"| {usage.ru_maxrss / 1024:,.0f} MB |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

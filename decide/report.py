@@ -124,7 +124,8 @@ def _confidence_histogram(values: pl.Series) -> dict[str, Any]:
 def build_report(out: Path) -> dict[str, Any]:
     """The report of the job in `out` (not written; see `write_report`)."""
     manifest, lazy = _load(out)
-    frame = lazy.collect()
+    wanted = ("doc_id", "status", "error", "answers", "answers_json", "confidence", "nfe")
+    frame = lazy.select([c for c in wanted if c in lazy.collect_schema()]).collect()
     ok = frame.filter(pl.col("status") == "ok")
     failed = frame.filter(pl.col("status") == "error")
     counts = manifest.get("counts", {})
@@ -152,13 +153,19 @@ def build_report(out: Path) -> dict[str, Any]:
             "confidence": _confidence_histogram(conf),
         })  # fmt: skip
 
+    # One row per (document, question): the answers' JSON joins only the few lowest, so the
+    # long table does not copy every document's answers once per question.
     long = (
-        ok.select("doc_id", "answers_json", pl.col("confidence").struct.unnest())
-        .unpivot(index=["doc_id", "answers_json"], variable_name="question", value_name="conf")
+        ok.select("doc_id", pl.col("confidence").struct.unnest())
+        .unpivot(index="doc_id", variable_name="question", value_name="conf")
         .drop_nulls("conf")
     )
+    least = long.sort("conf", maintain_order=True).head(LOWEST)
+    least = least.join(ok.select("doc_id", "answers_json"), on="doc_id", how="left").sort(
+        "conf", maintain_order=True
+    )
     lowest = []
-    for row in long.sort("conf").head(LOWEST).iter_rows(named=True):
+    for row in least.iter_rows(named=True):
         lowest.append({
             "doc_id": row["doc_id"],
             "question": row["question"],
