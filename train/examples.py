@@ -34,6 +34,7 @@ class Example:
     ids: list[int]  # prompt + decided blocks + the trained block with gold slot tokens
     slots: list[int]  # positions of the trained block's slot tokens (what may be masked)
     is_value: list[bool]  # per slot position: a value token (True) or filler (False)
+    question: list[int] = field(default_factory=list)  # per slot position: its question's index
 
 
 @dataclass
@@ -114,20 +115,22 @@ class ExampleBuilder:
         ids = list(doc.request.prompt)
         slots: list[int] = []
         is_value: list[bool] = []
+        question: list[int] = []
         for b in range(block_index + 1):
             block, group = doc.request.blocks[b], doc.groups[b]
             start = len(ids)
             ids.extend(block.tokens)
-            for slot, question in zip(block.slots, group, strict=True):
-                tokens = self.target(question, gold[question.id])
+            for k, (slot, compiled_question) in enumerate(zip(block.slots, group, strict=True)):
+                tokens = self.target(compiled_question, gold[compiled_question.id])
                 if tokens is None:
-                    self.stats.skip(f"unspellable gold for {question.id}")
+                    self.stats.skip(f"unspellable gold for {compiled_question.id}")
                     return None
                 ids[start + slot.start : start + slot.end] = tokens
                 if b == block_index:
                     slots.extend(range(start + slot.start, start + slot.end))
                     is_value.extend(t != self.compiler.filler_id for t in tokens)
-        return Example(ids=ids, slots=slots, is_value=is_value)
+                    question.extend([k] * len(tokens))
+        return Example(ids=ids, slots=slots, is_value=is_value, question=question)
 
 
 def rows_from_frame(frame: Any, gold_column: str, spec_questions: list[dict] | None = None):

@@ -5,6 +5,9 @@ mask token (at least one); the loss is cross-entropy on the masked positions onl
 and averaged over the block's slot positions. Prompt and skeleton tokens are never masked. Filler
 positions carry less weight than value positions (`filler_weight`): they are easy, numerous, and
 would otherwise drown the one-token answers (booleans, enums) the notes found slow to learn.
+With `weighting="questions"` the average is taken per question instead (each question's masked
+positions weighted 1/t and divided by its slot length, then averaged over the block's questions),
+so a one-token boolean weighs as much as a 24-token name.
 
 Everything random (which rows, which block, t, which positions) is drawn from generators seeded by
 `(seed, step)`, so a run is deterministic for a seed and a resumed run continues exactly where the
@@ -48,6 +51,7 @@ class TrainConfig:
     decay_from: float = 0.8  # constant LR, then linear decay to 10 % over the last 20 % of steps
     weight_decay: float = 0.01
     filler_weight: float = 0.25
+    weighting: str = "positions"  # or "questions": each question weighs alike (see above)
     dropout: float = 0.1  # hidden dropout while training, for models that have it (BERT)
     seed: int = 0
     bf16: bool = True  # bf16 autocast (fast on CPUs with AVX512-BF16 and on GPUs)
@@ -66,6 +70,27 @@ def lr_at(step: int, c: TrainConfig) -> float:
     return c.lr * (1.0 - 0.9 * frac)
 
 
+def position_weights(
+    example: Example, picked: Sequence[int], t: float, filler_weight: float, weighting: str
+) -> list[float]:
+    """Loss weights of the masked slot positions `picked` (indices into `example.slots`) for a
+    mask rate t: 1/t per position (filler positions `filler_weight` of that), averaged over the
+    block's slot positions ("positions") or per question, then over questions ("questions")."""
+    if weighting not in ("positions", "questions"):
+        raise ValueError(f"weighting must be 'positions' or 'questions', got {weighting!r}")
+    sizes: dict[int, int] = {}
+    for q in example.question:
+        sizes[q] = sizes.get(q, 0) + 1
+    out = []
+    for k in picked:
+        w = 1.0 if example.is_value[k] else filler_weight
+        if weighting == "questions":
+            out.append(w / (t * sizes[example.question[k]] * len(sizes)))
+        else:
+            out.append(w / (t * len(example.slots)))
+    return out
+
+
 def batch_loss(
     model: torch.nn.Module,
     examples: Sequence[Example],
@@ -73,6 +98,7 @@ def batch_loss(
     pad_id: int,
     gen: torch.Generator,
     filler_weight: float,
+    weighting: str = "positions",
 ) -> torch.Tensor:
     """MDLM loss of one batch (masks drawn from `gen`, on the CPU, so runs repeat anywhere)."""
     length = max(len(e.ids) for e in examples)
@@ -85,13 +111,16 @@ def batch_loss(
         picked = torch.rand(len(e.slots), generator=gen) < t
         if not picked.any():
             picked[torch.randint(len(e.slots), (), generator=gen)] = True
-        for k in torch.nonzero(picked).flatten().tolist():
-            pos = e.slots[k]
+        picked_positions = torch.nonzero(picked).flatten().tolist()
+        for k, w in zip(
+            picked_positions,
+            position_weights(e, picked_positions, t, filler_weight, weighting),
+            strict=True,
+        ):
             rows.append(i)
-            cols.append(pos)
-            targets.append(e.ids[pos])
-            w = 1.0 if e.is_value[k] else filler_weight
-            weights.append(w / (t * len(e.slots)))
+            cols.append(e.slots[k])
+            targets.append(e.ids[e.slots[k]])
+            weights.append(w)
     r, c = torch.tensor(rows), torch.tensor(cols)
     ids[r, c] = mask_id
     device = next(model.parameters()).device
@@ -212,7 +241,13 @@ def train(
             group["lr"] = lr_at(step, config)
         with torch.autocast(autocast, dtype=torch.bfloat16, enabled=config.bf16):
             loss = batch_loss(
-                model, batch, loaded.config.mask_token_id, pad_id, gen, config.filler_weight
+                model,
+                batch,
+                loaded.config.mask_token_id,
+                pad_id,
+                gen,
+                config.filler_weight,
+                config.weighting,
             )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
 import polars as pl
 import pytest
@@ -15,7 +16,7 @@ from safetensors.torch import load_file
 from decide.cli import main
 from decide.engine import load_model
 from decide.train.examples import ExampleBuilder
-from decide.train.loop import TrainConfig, batch_loss, train
+from decide.train.loop import TrainConfig, batch_loss, position_weights, train
 from decide.train.synthetic import sample_document
 
 
@@ -124,3 +125,30 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
     assert not torch.allclose(scratch, tuned)
     bad = CliRunner().invoke(main, ["train", str(tmp_path / "labelled.parquet"), "-o", "x"])
     assert bad.exit_code == 2 and "--init" in bad.output
+
+
+def test_position_weights_per_position_and_per_question(base) -> None:
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    rng = random.Random(3)
+    example = builder.build(*_rows(rng), rng)
+    assert example is not None and len(example.question) == len(example.slots)
+    every = list(range(len(example.slots)))
+    counts = Counter(example.question)
+    assert len(counts) >= 2 and len(set(counts.values())) >= 2  # slots of different lengths
+    # t = 1, filler weighs as much as a value: positions all alike, summing to 1 ...
+    flat = position_weights(example, every, 1.0, 1.0, "positions")
+    assert all(w == pytest.approx(1 / len(every)) for w in flat)
+    # ... or each question summing to 1 / (number of questions), whatever its slot length.
+    per_question = position_weights(example, every, 1.0, 1.0, "questions")
+    for q in counts:
+        total = sum(
+            w for w, owner in zip(per_question, example.question, strict=True) if owner == q
+        )
+        assert total == pytest.approx(1 / len(counts))
+    # 1/t and the filler weight scale both alike.
+    half = position_weights(example, every, 0.5, 0.25, "questions")
+    for k, (a, b) in enumerate(zip(per_question, half, strict=True)):
+        assert b == pytest.approx(a * 2 * (1.0 if example.is_value[k] else 0.25))
+    with pytest.raises(ValueError, match="weighting"):
+        position_weights(example, every, 1.0, 1.0, "tokens")
