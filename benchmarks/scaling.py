@@ -29,6 +29,7 @@ import common
 
 from decide.engine import load_config, load_model
 from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.pack import DocumentTooLong
 from decide.jobs.spec import Decoding
 from decide.train import synthetic
 
@@ -63,7 +64,11 @@ def worker(config: dict) -> None:
             text = fit(text, config["doc_tokens"], loaded.tokenizer, rng)
         texts.append(text)
     items = [Item(i, t, asked) for i, t in enumerate(texts)]
-    packed = [eng.packer.pack(t, asked) for t in texts]
+    try:
+        packed = [eng.packer.pack(t, asked) for t in texts]
+    except DocumentTooLong as exc:  # no truncation of the document can make these questions fit
+        print(json.dumps({"does_not_fit": str(exc)}))
+        return
     result = {
         "prompt": sum(p.prompt_tokens for p in packed) / len(packed),
         "truncated": sum(p.truncated for p in packed),
@@ -129,6 +134,11 @@ def main() -> None:
         for axis, value, change in grid:
             config = {**base, **change, "decode": True}
             r = run(config)
+            if "does_not_fit" in r:
+                rows.append([axis, value, config["batch"], config["questions"], "–", "–",
+                             "does not fit", "–", "–", "–", "–", "–"])  # fmt: skip
+                print(f"- {axis} {value}: does not fit ({r['does_not_fit']})", flush=True)
+                continue
             rows.append(
                 [
                     axis,
