@@ -48,6 +48,10 @@ TINY = {
 }
 # The bundled model's shape (all-MiniLM-L6-v2: BERT, 6 layers, hidden 384, 12 heads).
 BUNDLED_SHAPE = {"hidden_size": 384, "num_layers": 6, "num_heads": 12, "intermediate_size": 1536}
+# Qwen2.5-0.5B's layers (hidden 896, 14 heads of 64, 2 KV heads, SwiGLU 4,864; 24 of them): the
+# smallest realistic LLM shape, in the LLaMA-style family.
+QWEN05_LAYER = {"hidden_size": 896, "num_heads": 14, "num_kv_heads": 2, "intermediate_size": 4864}
+QWEN05_LAYERS = 24
 
 
 @dataclass(frozen=True)

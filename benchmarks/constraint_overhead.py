@@ -19,6 +19,7 @@ the trained bundled model at its own 30,522-token vocabulary when installed.
 
     python benchmarks/constraint_overhead.py
     python benchmarks/constraint_overhead.py --docs 4 --models bert
+    python benchmarks/constraint_overhead.py --models qwen05 --docs 4 --batch-size 4   # 0.5B shape
 """
 
 from __future__ import annotations
@@ -130,7 +131,11 @@ def measure(loaded, widen: bool, args: argparse.Namespace) -> tuple[common.Stopw
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=["bert", "llada", "bundled"])
+    parser.add_argument(
+        "--models", nargs="*", default=["bert", "llada", "bundled"],
+        choices=["bert", "llada", "qwen05", "bundled"],
+        help="qwen05: Qwen2.5-0.5B's shape, 24 layers (slow on CPU: use --docs 4)",
+    )  # fmt: skip
     parser.add_argument("--docs", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1234)
@@ -151,8 +156,12 @@ def main() -> None:
                 runs.append(("bundled (trained)", path, False))
                 continue
             model_type = "bert" if name == "bert" else "llada"
-            shape = common.BUNDLED_SHAPE if name == "bert" else common.TINY
-            label = "BERT 6×384 (random)" if name == "bert" else "tiny llada (random)"
+            shape, label = {
+                "bert": (common.BUNDLED_SHAPE, "BERT 6×384 (random)"),
+                "llada": (common.TINY, "tiny llada (random)"),
+                "qwen05": ({**common.QWEN05_LAYER, "num_layers": common.QWEN05_LAYERS},
+                           "LLaMA-style 24×896, Qwen2.5-0.5B shape (random)"),
+            }[name]  # fmt: skip
             for wide in (False, True):
                 where = Path(tmp) / f"{name}-{wide}"
                 extra = common.wide_config(model_type) if wide else None

@@ -39,12 +39,7 @@ from decide.engine.model import WindowedModel
 from decide.engine.synthetic import write_random_checkpoint
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-LLAMA_SHAPE = {
-    "hidden_size": 896,
-    "num_heads": 14,
-    "num_kv_heads": 2,
-    "intermediate_size": 4864,
-}
+LLAMA_SHAPE = common.QWEN05_LAYER
 
 
 def median_seconds(fn, reps: int) -> float:
