@@ -295,6 +295,13 @@ Examples:
 @click.option("--batch-size", type=int, default=8, show_default=True)
 @click.option("--lr", type=float, default=2e-4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--weighting",
+    type=click.Choice(["positions", "questions"]),
+    default="positions",
+    show_default=True,
+    help="Average the loss over slot positions, or per question (short answers weigh more).",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
@@ -312,6 +319,7 @@ def train(
     batch_size: int,
     lr: float,
     seed: int,
+    weighting: str,
     device: str,
     resume: bool,
     progress: bool | None,
@@ -330,6 +338,7 @@ def train(
                 seed=seed,
                 batch_size=batch_size,
                 lr=lr,
+                weighting=weighting,
                 device=device,
             )
             summary = build(
@@ -347,6 +356,7 @@ def train(
                 seed=seed,
                 batch_size=batch_size,
                 lr=lr,
+                weighting=weighting,
                 device=device,
             )
             summary = train_from_parquet(

@@ -113,13 +113,15 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
                        for q in r[2]] for r in rows],
         "gold": [json.dumps(r[3]) for r in rows],
     }).write_parquet(tmp_path / "labelled.parquet")  # fmt: skip
-    for extra, out in (([], "tuned"), (["--from-scratch"], "scratch")):
+    for extra, out in ((["--weighting", "questions"], "tuned"), (["--from-scratch"], "scratch")):
         result = CliRunner().invoke(main, [
             "train", str(tmp_path / "labelled.parquet"), "--init", str(base), "-o",
             str(tmp_path / out), "--steps", "2", "--batch-size", "2", "--no-progress", *extra])  # fmt: skip
         assert result.exit_code == 0, result.output
         loaded = load_model(tmp_path / out)  # the real format, loadable by the engine
         assert loaded.config.family == "bert"
+        recorded = json.loads((tmp_path / out / "train_config.json").read_text())["weighting"]
+        assert recorded == ("questions" if out == "tuned" else "positions")
     scratch = _weights(tmp_path / "scratch")["bert.encoder.layer.0.attention.self.query.weight"]
     tuned = _weights(tmp_path / "tuned")["bert.encoder.layer.0.attention.self.query.weight"]
     assert not torch.allclose(scratch, tuned)
