@@ -104,13 +104,10 @@ class DecisionEngine:
         self.loaded = loaded
         self.decoding = decoding or Decoding()
         self.compiler = QuestionCompiler(loaded.config, loaded.tokenizer)
-        eos = loaded.tokenizer.special_id("eos_token")
-        self.packer = Packer(
+        self.packer = Packer.for_model(
+            loaded.config,
             loaded.tokenizer,
-            mask_id=loaded.config.mask_token_id,
-            filler_id=self.compiler.filler_id,
-            end_ids=[] if eos is None else [eos],
-            max_length=loaded.config.max_position_embeddings,
+            self.compiler.filler_id,
             instruction=instruction,
             long_documents=long_documents,
         )

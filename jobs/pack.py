@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decide.engine.config import ModelConfig
 from decide.engine.requests import Block, DecodeRequest, Slot
 from decide.engine.tokenizer import TokenizerBundle
 
@@ -77,6 +78,29 @@ class Packer:
         self.instruction = instruction or DEFAULT_INSTRUCTION
         self.long_documents = long_documents
         self._piece_cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def for_model(
+        cls,
+        config: ModelConfig,
+        tokenizer: TokenizerBundle,
+        filler_id: int,
+        *,
+        instruction: str | None = None,
+        long_documents: str = "error",
+    ) -> Packer:
+        """The packer a model's decisions use: its mask token, its end-of-sequence token, its
+        context length."""
+        eos = tokenizer.special_id("eos_token")
+        return cls(
+            tokenizer,
+            mask_id=config.mask_token_id,
+            filler_id=filler_id,
+            end_ids=[] if eos is None else [eos],
+            max_length=config.max_position_embeddings,
+            instruction=instruction,
+            long_documents=long_documents,
+        )
 
     def _piece(self, text: str) -> list[int]:
         if text not in self._piece_cache:

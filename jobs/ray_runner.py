@@ -29,6 +29,7 @@ from decide.engine.loader import load_config
 from .decisions import Decision, DecisionEngine
 from .inputs import InputPlan, inspect_inputs, stream
 from .output import OutputDir
+from .pack import Packer
 from .questions import QuestionCompiler
 from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, write_decisions
 from .spec import JobSpec, SpecError
@@ -215,7 +216,9 @@ def run_job_ray(
     model_path = resolve_model_path(model if model is not None else spec.model)
     _, config, tokenizer = load_config(model_path)
     compiler = QuestionCompiler(config, tokenizer)
-    check_questions(spec, compiler)
+    packer = Packer.for_model(config, tokenizer, compiler.filler_id, instruction=spec.instruction,
+                              long_documents=spec.long_documents)  # fmt: skip
+    check_questions(spec, compiler, packer)
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     setup = prepare(

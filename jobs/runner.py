@@ -31,6 +31,7 @@ from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item, failure_reason
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
+from .pack import DocumentTooLong, Packer
 from .progress import Progress
 from .questions import CompiledQuestion, QuestionCompiler
 from .spec import JobSpec, SpecError, parse_questions
@@ -335,11 +336,20 @@ def write_decisions(
     return result
 
 
-def check_questions(spec: JobSpec, compiler: QuestionCompiler) -> None:
-    """Compile the spec's questions (and its rules against them) up front: a refusal is a usage
-    error."""
+def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -> None:
+    """Compile the spec's questions (and its rules against them) up front, and check that they
+    fit the model with a one-word document: a refusal is a usage error, not one error row per
+    document."""
     try:
         compiled = [compiler.compile(q) for q in spec.questions]
+        if compiled:
+            try:
+                packer.pack("x", compiled)
+            except DocumentTooLong as exc:
+                raise SpecError(
+                    f"the spec's {len(compiled)} questions do not fit the model, whatever the "
+                    f"document: {exc}"
+                ) from exc
         if spec.rules is not None:
             rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
             if compiled:
@@ -385,7 +395,7 @@ def run_job(
         long_documents=spec.long_documents,
         rules=spec.rules,
     )
-    check_questions(spec, engine.compiler)
+    check_questions(spec, engine.compiler, engine.packer)
     setup = prepare(
         spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
         batch_size=batch_size, device=str(loaded.model.device),

@@ -66,13 +66,10 @@ class ExampleBuilder:
         instruction: str | None = None,
     ) -> None:
         self.compiler = QuestionCompiler(config, tokenizer)
-        eos = tokenizer.special_id("eos_token")
-        self.packer = Packer(
+        self.packer = Packer.for_model(
+            config,
             tokenizer,
-            mask_id=config.mask_token_id,
-            filler_id=self.compiler.filler_id,
-            end_ids=[] if eos is None else [eos],
-            max_length=config.max_position_embeddings,
+            self.compiler.filler_id,
             instruction=instruction,
             long_documents="truncate",
         )

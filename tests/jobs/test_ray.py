@@ -128,3 +128,16 @@ def test_without_ray_engine_ray_exits_2(job, tmp_path, monkeypatch) -> None:
                                        "--engine", "ray"])  # fmt: skip
     assert result.exit_code == 2
     assert 'pip install "decide[ray]"' in result.output
+
+
+def test_questions_that_cannot_fit_are_refused_before_the_cluster_starts(job, tmp_path) -> None:
+    from decide.jobs.ray_runner import run_job_ray
+    from decide.jobs.spec import SpecError
+
+    _, docs, model, _ = job
+    huge = parse_spec({"questions": [{**q, "text": "Read every clause twice. " * 400}
+                                     for q in QUESTIONS[:3]]})  # fmt: skip
+    with pytest.raises(SpecError, match="questions do not fit the model, whatever the document"):
+        run_job_ray(huge, [docs], tmp_path / "out", model=model, progress=False)
+    assert not list((tmp_path / "out").rglob("*.parquet"))  # nothing decided, nothing written
+    assert not (tmp_path / "out" / "manifest.json").exists()

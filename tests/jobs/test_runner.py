@@ -191,6 +191,10 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         "none": {"questions": []},
         "other": spec(decoding={"threshold": 0.5}),
         "typo": spec(rules={"if": {"properties": {"nope": {"const": 1}}}}),
+        # Questions whose own text outgrows the model's 4,096 positions: no document can fit.
+        "huge": spec(
+            questions=[{**q, "text": "Read every clause twice. " * 400} for q in QUESTIONS[:3]]
+        ),
     }
     for name, content in specs.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(content))
@@ -209,6 +213,7 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         (docs, "o5", "missing", "cannot read"),
         (tmp_path / "nothere.parquet", "o6", "job", "no such input file"),
         (docs, "o8", "typo", "/if/properties/nope: 'nope' is not the id of any question"),
+        (docs, "o9", "huge", "the spec's 3 questions do not fit the model, whatever the document"),
     ]
     for inputs, out, spec_name, message in cases:
         result = run(inputs, out, spec_name)
