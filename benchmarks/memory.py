@@ -2,15 +2,15 @@
 
 Builds inputs of N rows from the example claims (`examples/claims.parquet`, repeated with fresh
 doc ids), runs the real CLI in a subprocess for each N, and reads the child's peak RSS from
-`wait4`. The model is a tiny random BERT (the bundled model itself decides about 2 documents/s on
-two CPU cores, so 100,000 rows would take half a day) with a 1,000-token byte-level BPE trained on
-the example documents (with the bundled model's 30,522-token vocabulary the per-position
-vocabulary work alone holds a run to about 13 documents/s, 2 hours for 100,000 rows; `--vocab
-bundled` measures that anyway), decoding at a low confidence threshold (`--threshold`, default 0.05) so that a random model, unsure
-of everything, still commits most of a block per forward; the model's own memory is a constant
-either way, and what this measures is everything that could grow with the input: reading,
-packing, batching, writing parts, resume bookkeeping. Target: the
-100,000-row peak is less than 1.5× the 10,000-row peak.
+`wait4`, with the rows answered and failed. The model is a tiny random BERT (the bundled model
+decides about 2 documents/s on two CPU cores: half a day for 100,000 rows) with a 1,000-token
+byte-level BPE trained on the example documents (with the bundled model's 30,522-token
+vocabulary the per-position vocabulary work holds a run to about 13 documents/s; `--vocab
+bundled` measures that anyway), decoding at a low confidence threshold (`--threshold`, default
+0.05) so that a random model, unsure of everything, still commits most of a block per forward.
+The model's own memory is a constant either way; what this measures is everything that could
+grow with the input: reading, packing, batching, writing parts, resume bookkeeping and the
+report. Target: the 100,000-row peak is less than 1.5× the 10,000-row peak.
 
     python benchmarks/memory.py            # 10k and 100k rows
     python benchmarks/memory.py --rows 1000 5000

@@ -78,9 +78,10 @@ def position_weights(
     block's slot positions ("positions") or per question, then over questions ("questions")."""
     if weighting not in ("positions", "questions"):
         raise ValueError(f"weighting must be 'positions' or 'questions', got {weighting!r}")
-    sizes: dict[int, int] = {}
-    for q in example.question:
-        sizes[q] = sizes.get(q, 0) + 1
+    sizes: dict[int, int] = {}  # slot positions per question, for "questions" only
+    if weighting == "questions":
+        for q in example.question:
+            sizes[q] = sizes.get(q, 0) + 1
     out = []
     for k in picked:
         w = 1.0 if example.is_value[k] else filler_weight
