@@ -303,6 +303,17 @@ Examples:
     help="Average the loss over slot positions, or per question (short answers weigh more).",
 )
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Processes building batches ahead of the optimizer (same batches as 0; use on GPUs).",
+)
+@click.option(
+    "--save-every", type=click.IntRange(min=1), default=200, show_default=True,
+    help="Steps between checkpoints (the run can resume from the last one).",
+)  # fmt: skip
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
 def train(
@@ -321,6 +332,8 @@ def train(
     seed: int,
     weighting: str,
     device: str,
+    workers: int,
+    save_every: int,
     resume: bool,
     progress: bool | None,
 ) -> None:
@@ -340,6 +353,8 @@ def train(
                 lr=lr,
                 weighting=weighting,
                 device=device,
+                workers=workers,
+                save_every=save_every,
             )
             summary = build(
                 work, config, target=output or PACKAGE_MODEL, resume=resume, progress=progress
@@ -358,6 +373,8 @@ def train(
                 lr=lr,
                 weighting=weighting,
                 device=device,
+                workers=workers,
+                save_every=save_every,
             )
             summary = train_from_parquet(
                 data,

@@ -87,7 +87,7 @@ def block_attention(
     if out is None:
         out = dispatch.scratch(tuple(q.shape), q.dtype, device)
 
-    if KERNEL.select(backend, device) == "triton":
+    if KERNEL.select(backend, device, grad=dispatch.needs_grad(q, k, v)) == "triton":
         KERNEL.triton().block_attention_triton(q, k, v, prefix_lens, block_lens, scale, out)
         return out
     if block_lens is None:

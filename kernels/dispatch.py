@@ -6,9 +6,12 @@ decides; otherwise "auto" picks Triton for CUDA tensors when `triton` imports an
 reference for everything else. Forcing Triton on CPU tensors works only under `TRITON_INTERPRET=1`
 (that is how the tests run the kernels). The choice is logged once per (kernel, backend) on the
 `decide.kernels` logger. Triton is imported only by the `*_triton` modules, which `Kernel.triton()`
-imports on first use, so `import decide.kernels` never imports triton. `scratch()` allocates every
-buffer a kernel writes; tests switch `poison_scratch` on so that a lane a kernel forgets to write
-still holds NaN (or a sentinel integer) and fails the comparison.
+imports on first use, so `import decide.kernels` never imports triton. The Triton kernels are
+forward-only: when autograd needs gradients through a call (`needs_grad`), "auto" and
+`DECIDE_KERNELS` fall back to the differentiable reference, and an explicit "triton" is an error
+(a Triton output would silently cut the gradient, and training would not train those weights).
+`scratch()` allocates every buffer a kernel writes; tests switch `poison_scratch` on so that a
+lane a kernel forgets to write still holds NaN (or a sentinel integer) and fails the comparison.
 """
 
 from __future__ import annotations
@@ -72,13 +75,28 @@ def env_backend() -> ResolvedBackend | None:
     return value  # type: ignore[return-value]
 
 
-def select_backend(kernel: str, backend: str, device: torch.device) -> ResolvedBackend:
-    """Resolve `backend` for tensors on `device`; raise when the forced choice cannot run there."""
+def needs_grad(*tensors: torch.Tensor | None) -> bool:
+    """True when autograd would record a call on these tensors (grad mode on, one requires it)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def select_backend(
+    kernel: str, backend: str, device: torch.device, *, grad: bool = False
+) -> ResolvedBackend:
+    """Resolve `backend` for tensors on `device` (`grad`: autograd needs gradients through the
+    call); raise when the forced choice cannot run there."""
     if backend not in BACKENDS:
         raise ValueError(f"{kernel}: backend={backend!r}, expected one of {BACKENDS}")
     reason = "argument"
     chosen: str = backend
-    if chosen == "auto":
+    if grad and chosen == "triton":
+        raise RuntimeError(
+            f"{kernel}: backend 'triton' is forward-only, but autograd needs gradients through "
+            "this call; use backend='torch' or 'auto' (or run under torch.no_grad())"
+        )
+    if chosen == "auto" and grad:
+        chosen, reason = "torch", "auto: gradients needed, the Triton kernel is forward-only"
+    elif chosen == "auto":
         forced = env_backend()
         if forced is not None:
             chosen, reason = forced, f"{ENV_VAR}={forced}"
@@ -121,8 +139,8 @@ class Kernel:
     name: str
     triton_module: str
 
-    def select(self, backend: str, device: torch.device) -> ResolvedBackend:
-        return select_backend(self.name, backend, device)
+    def select(self, backend: str, device: torch.device, *, grad: bool = False) -> ResolvedBackend:
+        return select_backend(self.name, backend, device, grad=grad)
 
     def triton(self) -> ModuleType:
         """The kernel's Triton module, imported on first use (this is what imports triton)."""

@@ -96,7 +96,8 @@ def gated_delta_rule(
         checks.value(name, ok, f"lengths must lie in [0, L={length}]", lengths)
     lengths = lengths.contiguous()
     scale = dk**-0.5 if scale is None else float(scale)
-    chosen = KERNEL.select(backend, device)
+    grad = dispatch.needs_grad(q, k, v, g, beta, initial_state)
+    chosen = KERNEL.select(backend, device, grad=grad)
     chunked = mode == "chunk" or (mode == "auto" and length >= CHUNK_MIN_LENGTH[chosen])
     if chosen == "triton":
         out = dispatch.scratch((b, length, hv, dv), v.dtype, device)

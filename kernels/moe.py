@@ -57,7 +57,8 @@ def moe_experts(
     if ids.numel() and device.type == "cpu":
         ok = (ids >= 0) & (ids < experts)
         checks.value(name, ok, f"expert ids must lie in [0, {experts})", ids)
-    if KERNEL.select(backend, device) == "triton":
+    grad = dispatch.needs_grad(x, weights, gate_up, down)
+    if KERNEL.select(backend, device, grad=grad) == "triton":
         if ids.numel() == 0:
             return torch.zeros_like(x)
         return KERNEL.triton().moe_experts_triton(x, ids, weights, gate_up, down)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import random
 import shutil
 import time
@@ -35,7 +36,7 @@ from decide.engine import load_model
 from decide.engine.families import family_for
 from decide.jobs.progress import Progress
 
-from .examples import Example, ExampleBuilder
+from .examples import BuildStats, Example, ExampleBuilder
 
 STATE_WEIGHTS = "train_state.safetensors"
 STATE_JSON = "train_state.json"
@@ -58,6 +59,7 @@ class TrainConfig:
     threads: int | None = None
     save_every: int = 200
     device: str = "cpu"
+    workers: int = 0  # processes building batches ahead (0: in the training process)
 
 
 def lr_at(step: int, c: TrainConfig) -> float:
@@ -131,6 +133,69 @@ def batch_loss(
     return (ce * torch.tensor(weights, device=device)).sum() / len(examples)
 
 
+Rows = Callable[[random.Random], tuple[str, list[dict[str, Any]], dict[str, Any]]]
+
+
+def draw_batch(
+    builder: ExampleBuilder, rows: Rows, config: TrainConfig, step: int
+) -> list[Example]:
+    """The examples of optimizer step `step`: drawn from a generator seeded by (seed, step) alone,
+    so any process draws the same batch for the same step."""
+    rng = random.Random(config.seed * 1_000_003 + step)
+    batch: list[Example] = []
+    while len(batch) < config.batch_size:
+        example = builder.build(*rows(rng), rng)
+        if example is not None:
+            batch.append(example)
+    return batch
+
+
+# What a forked batch worker needs; set in the parent just before the pool forks.
+_WORKER: tuple[ExampleBuilder, Rows, TrainConfig] | None = None
+
+
+def _worker_batch(step: int) -> tuple[list[Example], BuildStats]:
+    assert _WORKER is not None
+    builder, rows, config = _WORKER
+    builder.stats = BuildStats()
+    return draw_batch(builder, rows, config, step), builder.stats
+
+
+class BatchSource:
+    """Batches for consecutive steps, built in `config.workers` forked processes (`rows` may be a
+    closure: nothing is pickled but step numbers and examples) and kept at most `ahead` steps in
+    advance, or in this process when `workers` is 0. Either way step s gets the same batch."""
+
+    def __init__(self, builder: ExampleBuilder, rows: Rows, config: TrainConfig, first: int):
+        global _WORKER
+        self.builder, self.rows, self.config = builder, rows, config
+        self.next_step, self.pool, self.pending = first, None, {}
+        if config.workers > 0:
+            _WORKER = (builder, rows, config)
+            self.pool = multiprocessing.get_context("fork").Pool(config.workers)
+            self.ahead = 4 * config.workers
+            self.submitted = first
+
+    def get(self, step: int) -> list[Example]:
+        if self.pool is None:
+            return draw_batch(self.builder, self.rows, self.config, step)
+        while self.submitted < min(step + self.ahead, self.config.steps):
+            self.pending[self.submitted] = self.pool.apply_async(_worker_batch, (self.submitted,))
+            self.submitted += 1
+        batch, stats = self.pending.pop(step).get()
+        self.builder.stats.rows += stats.rows
+        self.builder.stats.lowered += stats.lowered
+        for reason, count in stats.skipped.items():
+            self.builder.stats.skipped[reason] = self.builder.stats.skipped.get(reason, 0) + count
+        return batch
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history: list) -> None:
     tensors, meta = {}, {"step": step, "history": history, "params": {}}
     for pid, state in optimizer.state_dict()["state"].items():
@@ -181,7 +246,7 @@ def save_checkpoint(
 
 def train(
     init: Path,
-    rows: Callable[[random.Random], tuple[str, list[dict[str, Any]], dict[str, Any]]],
+    rows: Rows,
     out: Path,
     config: TrainConfig,
     *,
@@ -224,52 +289,51 @@ def train(
     bar = Progress(total=config.steps, enabled=progress, label="training", unit="steps")
     bar.done = step
     window: list[float] = []
-    while step < config.steps:
-        if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
-            log(f"time budget of {config.minutes} minutes reached at step {step}")
-            break
-        if stop_at is not None and step >= stop_at:
-            break
-        rng = random.Random(config.seed * 1_000_003 + step)
-        gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable
-        batch: list[Example] = []
-        while len(batch) < config.batch_size:
-            example = builder.build(*rows(rng), rng)
-            if example is not None:
-                batch.append(example)
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, config)
-        with torch.autocast(autocast, dtype=torch.bfloat16, enabled=config.bf16):
-            loss = batch_loss(
-                model,
-                batch,
-                loaded.config.mask_token_id,
-                pad_id,
-                gen,
-                config.filler_weight,
-                config.weighting,
-            )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        window.append(loss.item())
-        bar.advance(1, status=f"loss {sum(window) / len(window):.3f}")
-        if step % 50 == 0 or step == config.steps:
-            mean = sum(window) / len(window)
-            history.append(
-                {
-                    "step": step,
-                    "loss": round(mean, 4),
-                    "seconds": round(time.monotonic() - started, 1),
-                }
-            )
-            window = []
-        if step % config.save_every == 0:
-            save_checkpoint(model, init, out)
-            _save_state(out, optimizer, step, history)
+    batches = BatchSource(builder, rows, config, step)
+    try:
+        while step < config.steps:
+            if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
+                log(f"time budget of {config.minutes} minutes reached at step {step}")
+                break
+            if stop_at is not None and step >= stop_at:
+                break
+            gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+            torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable
+            batch = batches.get(step)
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step, config)
+            with torch.autocast(autocast, dtype=torch.bfloat16, enabled=config.bf16):
+                loss = batch_loss(
+                    model,
+                    batch,
+                    loaded.config.mask_token_id,
+                    pad_id,
+                    gen,
+                    config.filler_weight,
+                    config.weighting,
+                )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            window.append(loss.item())
+            bar.advance(1, status=f"loss {sum(window) / len(window):.3f}")
+            if step % 50 == 0 or step == config.steps:
+                mean = sum(window) / len(window)
+                history.append(
+                    {
+                        "step": step,
+                        "loss": round(mean, 4),
+                        "seconds": round(time.monotonic() - started, 1),
+                    }
+                )
+                window = []
+            if step % config.save_every == 0:
+                save_checkpoint(model, init, out)
+                _save_state(out, optimizer, step, history)
+    finally:
+        batches.close()
     bar.close()
     save_checkpoint(model, init, out)
     _save_state(out, optimizer, step, history)

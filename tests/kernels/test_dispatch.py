@@ -164,3 +164,60 @@ def test_interpreter_works_when_triton_was_imported_first() -> None:
         """
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_gradients_never_go_through_a_forward_only_triton_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Training on CUDA once ran attention through the Triton kernel, whose output has no
+    grad_fn: the query/key/value weights silently got no gradient. Auto and DECIDE_KERNELS now
+    fall back to the differentiable reference when autograd needs it; an explicit 'triton' says
+    why it cannot."""
+    cuda = torch.device("cuda")  # a descriptor only: select_backend looks at the type
+    assert dispatch.select_backend("k", "auto", cuda) == "triton"
+    assert dispatch.select_backend("k", "auto", cuda, grad=True) == "torch"
+    with pytest.raises(RuntimeError, match="forward-only"):
+        dispatch.select_backend("k", "triton", cuda, grad=True)
+
+    from decide.kernels.gated_delta import gated_delta_rule
+    from decide.kernels.moe import moe_experts
+
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(*shapes):
+        return [torch.randn(*s, generator=gen).requires_grad_() for s in shapes]
+
+    def grads(run, tensors):
+        for t in tensors:
+            t.grad = None
+        run(*tensors).sum().backward()
+        assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in tensors)
+        return [t.grad.clone() for t in tensors]
+
+    lens = torch.tensor([3, 0], dtype=torch.int64)
+    calls = [
+        (
+            lambda q, k, v: block_attention(q, k, v, torch.zeros(2, dtype=torch.int64), lens),
+            inputs(*[(2, 2, 4, 8)] * 3),
+        ),
+        (
+            lambda q, k, v, g, b: (
+                gated_delta_rule(q, k, v, -torch.nn.functional.softplus(g), b.sigmoid()).out
+            ),
+            inputs((1, 5, 2, 8), (1, 5, 2, 8), (1, 5, 2, 8), (1, 5, 2), (1, 5, 2)),
+        ),
+        (
+            lambda x, w, gu, d: moe_experts(
+                x, torch.tensor([[0, 2], [1, 0], [2, 1]]), w.softmax(-1), gu, d
+            ),
+            inputs((3, 8), (3, 2), (3, 12, 8), (3, 8, 6)),
+        ),
+    ]
+    for run, tensors in calls:
+        monkeypatch.setenv("DECIDE_KERNELS", "torch")
+        expected = grads(run, tensors)
+        monkeypatch.setenv("DECIDE_KERNELS", "triton")  # interpreted here, as on a GPU
+        got = grads(run, tensors)
+        assert all(torch.allclose(a, b) for a, b in zip(expected, got, strict=True))
+        with torch.no_grad():  # no gradients needed: the Triton kernel runs
+            run(*tensors)

@@ -103,6 +103,27 @@ def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
                    for k in wa if k.endswith("query.weight"))  # fmt: skip
 
 
+def test_batches_built_by_workers_are_the_in_process_batches(base, tmp_path) -> None:
+    from dataclasses import replace
+
+    logs: list[str] = []
+    a = train(base, _rows, tmp_path / "a", CONFIG, progress=False, log=logs.append)
+    b = train(base, _rows, tmp_path / "b", replace(CONFIG, workers=2), progress=False,
+              log=logs.append)  # fmt: skip
+    wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert a["history"] == [{**h, "seconds": a["history"][i]["seconds"]}
+                            for i, h in enumerate(b["history"])]  # fmt: skip
+    assert a["rows_seen"] == b["rows_seen"] >= 4 * CONFIG.batch_size
+    # Resuming with workers continues from the saved step with the same batches.
+    train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2), progress=False,
+          log=logs.append, stop_at=2)  # fmt: skip
+    train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2), resume=True, progress=False,
+          log=logs.append)  # fmt: skip
+    wc = _weights(tmp_path / "c")
+    assert all(torch.equal(wa[k], wc[k]) for k in wa)
+
+
 def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
     rng = random.Random(5)
     rows = [sample_document(rng, "train") for _ in range(6)]
