@@ -292,6 +292,11 @@ Examples:
 )
 @click.option("--steps", type=int, help="Optimizer steps.")
 @click.option("--minutes", type=float, help="Wall-clock budget for the optimizer steps.")
+@click.option(
+    "--stop-at",
+    type=click.IntRange(min=1),
+    help="End after this step, keeping the LR schedule of --steps (repeats a --minutes cut).",
+)
 @click.option("--batch-size", type=int, default=8, show_default=True)
 @click.option("--lr", type=float, default=2e-4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -327,6 +332,7 @@ def train(
     work: Path,
     steps: int | None,
     minutes: float | None,
+    stop_at: int | None,
     batch_size: int,
     lr: float,
     seed: int,
@@ -348,6 +354,7 @@ def train(
             config = TrainConfig(
                 steps=steps or RECIPE_STEPS,
                 minutes=minutes,
+                stop_at=stop_at,
                 seed=seed,
                 batch_size=batch_size,
                 lr=lr,
@@ -357,7 +364,12 @@ def train(
                 save_every=save_every,
             )
             summary = build(
-                work, config, target=output or PACKAGE_MODEL, resume=resume, progress=progress
+                work,
+                config,
+                target=output or PACKAGE_MODEL,
+                resume=resume,
+                progress=progress,
+                init=init,
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:
@@ -368,6 +380,7 @@ def train(
             config = TrainConfig(
                 steps=steps or 1000,
                 minutes=minutes,
+                stop_at=stop_at,
                 seed=seed,
                 batch_size=batch_size,
                 lr=lr,

@@ -134,12 +134,15 @@ def build(
     target: Path | None = PACKAGE_MODEL,
     resume: bool = False,
     progress: bool | None = None,
+    init: Path | None = None,
 ) -> dict[str, Any]:
-    """The whole recipe; returns the training summary."""
+    """The whole recipe; returns the training summary. `init` continues from a checkpoint of
+    the recipe (a later stage) instead of starting from MiniLM."""
     work.mkdir(parents=True, exist_ok=True)
-    init = work / "init"
-    if not (init / "model.safetensors").is_file():
-        build_init(work)
+    if init is None:
+        init = work / "init"
+        if not (init / "model.safetensors").is_file():
+            build_init(work)
     summary = train(init, row_sampler(), work / "run", config, resume=resume, progress=progress)
     if target is not None:
         export(work / "run", target)

@@ -46,6 +46,7 @@ STATE_JSON = "train_state.json"
 class TrainConfig:
     steps: int = 1000  # optimizer steps (the time budget may stop earlier)
     minutes: float | None = None  # wall-clock budget for the optimizer steps
+    stop_at: int | None = None  # end after this step as if interrupted (schedule of `steps`)
     batch_size: int = 8
     lr: float = 2e-4
     warmup: int = 100
@@ -295,7 +296,9 @@ def train(
             if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
                 log(f"time budget of {config.minutes} minutes reached at step {step}")
                 break
-            if stop_at is not None and step >= stop_at:
+            if (stop_at is not None and step >= stop_at) or (
+                config.stop_at is not None and step >= config.stop_at
+            ):
                 break
             gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
             torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable

@@ -2,9 +2,11 @@
 model is given: the README's first command, run here on the example claims, must decide every
 claim, well above chance (the full accuracy table is `benchmarks/accuracy.py`).
 
-The floor is a regression guard, not the product target: the model shipped on 2026-11-30 gets
-228 of 360 answers right on the example claims (63 %), far from the ≥ 95 % / ≥ 85 % the model
-issue asks for; a broken model, tokenizer or packing lands near chance (about 30 %)."""
+The floors are regression guards, not the product targets: the model shipped on 2026-11-30
+(trained on a GPU, docs/bundled-model.md) gets 239 of 360 answers right on the example claims
+(66 %), far from the ≥ 95 % / ≥ 85 % the model issue asks for, while a broken model, tokenizer or
+packing lands near chance (about 30 %); on the first 60 MAMS-ACSA val reviews it beats both
+majority baselines by more than 20 points (the issue's target is 10)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from click.testing import CliRunner
 from decide import Decider
 from decide.bundled import BUNDLED, bundled_model_path
 from decide.cli import main
+from decide.engine import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +48,20 @@ def test_readme_first_command_decides_the_example_claims_mostly_right(tmp_path) 
     spec.loader.exec_module(check)
     score = check.score(out)
     assert score["documents"] == 40
-    assert score["right"] >= 0.55 * score["total"], score
+    assert score["right"] >= 0.6 * score["total"], score
+
+
+def test_bundled_model_beats_the_mams_baselines_by_ten_points() -> None:
+    from decide.jobs.decisions import DecisionEngine
+    from decide.jobs.spec import Decoding
+    from decide.train.evaluate import evaluate_mams
+
+    engine = DecisionEngine(load_model(BUNDLED), Decoding(threshold=0.9), batch_size=16)
+    report = evaluate_mams(engine, limit=60)
+    assert report.failed_rows == 0
+    assert report.sentiment.total > 100 and report.mention.total == 480
+    assert report.sentiment.rate >= report.sentiment_baseline.rate + 0.10, report
+    assert report.mention.rate >= report.mention_baseline.rate + 0.10, report
 
 
 def test_decider_defaults_to_the_bundled_model() -> None:

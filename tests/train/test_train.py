@@ -115,9 +115,11 @@ def test_batches_built_by_workers_are_the_in_process_batches(base, tmp_path) -> 
     assert a["history"] == [{**h, "seconds": a["history"][i]["seconds"]}
                             for i, h in enumerate(b["history"])]  # fmt: skip
     assert a["rows_seen"] == b["rows_seen"] >= 4 * CONFIG.batch_size
-    # Resuming with workers continues from the saved step with the same batches.
-    train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2), progress=False,
-          log=logs.append, stop_at=2)  # fmt: skip
+    # Stopped at step 2 (`stop_at`, as `decide train --stop-at`), then resumed with workers:
+    # the same batches, the same weights.
+    train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2, stop_at=2), progress=False,
+          log=logs.append)  # fmt: skip
+    assert json.loads((tmp_path / "c" / "train_summary.json").read_text())["steps"] == 2
     train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2), resume=True, progress=False,
           log=logs.append)  # fmt: skip
     wc = _weights(tmp_path / "c")
