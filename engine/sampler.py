@@ -159,62 +159,78 @@ class Sampler:
 
     # ------------------------------------------------------------------ driving
     def decode(self, requests: Iterable[DecodeRequest]) -> Iterator[DecodeResult]:
-        """Decode every request; results stream out as documents finish (not in input order)."""
+        """Decode every request; results stream out as documents finish (not in input order).
+
+        The work runs under `torch.inference_mode()`, entered for each step and left before a
+        result is handed out: a generator that yielded inside the mode would leave it on in the
+        caller's thread while suspended, and for good if the caller stopped early (after a failed
+        write, a training step in the same thread then got no gradients)."""
+        steps = self._decode(requests)
+        try:
+            while True:
+                with torch.inference_mode():
+                    result = next(steps, None)
+                if result is None:
+                    return
+                yield result
+        finally:
+            steps.close()
+
+    def _decode(self, requests: Iterable[DecodeRequest]) -> Iterator[DecodeResult]:
         pending = iter(requests)
         lanes: list[_Row] = []  # rows stepping on the main cache, row i in lane i
         main: KVCache | None = None
         refill: list[_Row] = []  # rows whose prefix must be (re)built
         exhausted = False
-        with torch.inference_mode():
-            while True:
-                while not exhausted and len(lanes) + len(refill) < self.config.batch_size:
-                    request = next(pending, None)
-                    if request is None:
-                        exhausted = True
-                        break
-                    row = self._admit(request)
-                    if row.result.error is not None or row.block >= len(request.blocks):
-                        yield row.result
-                    else:
+        while True:
+            while not exhausted and len(lanes) + len(refill) < self.config.batch_size:
+                request = next(pending, None)
+                if request is None:
+                    exhausted = True
+                    break
+                row = self._admit(request)
+                if row.result.error is not None or row.block >= len(request.blocks):
+                    yield row.result
+                else:
+                    refill.append(row)
+            if not lanes and not refill:
+                return
+            stepped: list[_Row] = []
+            if lanes:  # rows already in lanes: one step on views of the main cache
+                assert main is not None
+                ahead = max(r.unit[1] - r.cached for r in lanes)
+                main.reserve(max(r.cached for r in lanes) + ahead)
+                self._step(lanes, main.view(len(lanes)), prefill=False)
+                stepped.extend(lanes)
+            if refill:  # new rows and rebuilt prefixes: one forward on a fresh cache
+                group, refill = refill, []
+                cache = None
+                if not self.exact:  # the exact path recomputes everything, nothing to keep
+                    cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
+                self._step(group, cache, prefill=True)
+                if cache is not None:
+                    if main is None:
+                        main = self.model.new_cache(self.config.batch_size)
+                    first = len(lanes)
+                    main.copy_rows(
+                        list(range(first, first + len(group))), cache, list(range(len(group)))
+                    )
+                    for row in group:
+                        row.lane = len(lanes)
+                        lanes.append(row)
+                stepped.extend(group)
+            for row in stepped:
+                state = self._advance(row)
+                if state == "stay":
+                    if self.exact:
                         refill.append(row)
-                if not lanes and not refill:
-                    return
-                stepped: list[_Row] = []
-                if lanes:  # rows already in lanes: one step on views of the main cache
-                    assert main is not None
-                    ahead = max(r.unit[1] - r.cached for r in lanes)
-                    main.reserve(max(r.cached for r in lanes) + ahead)
-                    self._step(lanes, main.view(len(lanes)), prefill=False)
-                    stepped.extend(lanes)
-                if refill:  # new rows and rebuilt prefixes: one forward on a fresh cache
-                    group, refill = refill, []
-                    cache = None
-                    if not self.exact:  # the exact path recomputes everything, nothing to keep
-                        cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
-                    self._step(group, cache, prefill=True)
-                    if cache is not None:
-                        if main is None:
-                            main = self.model.new_cache(self.config.batch_size)
-                        first = len(lanes)
-                        main.copy_rows(
-                            list(range(first, first + len(group))), cache, list(range(len(group)))
-                        )
-                        for row in group:
-                            row.lane = len(lanes)
-                            lanes.append(row)
-                    stepped.extend(group)
-                for row in stepped:
-                    state = self._advance(row)
-                    if state == "stay":
-                        if self.exact:
-                            refill.append(row)
-                        continue
-                    if row.lane is not None:
-                        self._leave(row, lanes, main)
-                    if state == "done":
-                        yield row.result
-                    else:  # "refill": its prefix must be rebuilt for the next block
-                        refill.append(row)
+                    continue
+                if row.lane is not None:
+                    self._leave(row, lanes, main)
+                if state == "done":
+                    yield row.result
+                else:  # "refill": its prefix must be rebuilt for the next block
+                    refill.append(row)
 
     def _admit(self, request: DecodeRequest) -> _Row:
         row = _Row(request, self.mask_id)

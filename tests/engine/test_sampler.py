@@ -212,3 +212,19 @@ def test_trie_scores_follow_the_chain_rule() -> None:
     want = torch.tensor([p_a * p_x, p_a * (1 - p_x), 1 - p_a])
     assert torch.allclose(got, want.float(), atol=1e-6)
     assert abs(float(got.sum()) - 1.0) < 1e-6
+
+
+def test_inference_mode_never_leaks_to_the_caller(tiny_checkpoint) -> None:
+    """Decoding runs under inference mode, but the consumer of `decode` never sees it: between
+    results, and after stopping early (a failed write, say), its thread still records gradients."""
+    loaded = load_model(tiny_checkpoint("Dream", init_std=0.2))
+    results = Sampler(loaded.model, SamplerConfig(batch_size=2)).decode(_requests(seed=3, count=5))
+    first = next(results)
+    assert first.error is None
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    next(results)
+    del results  # abandoned mid-way, never closed explicitly
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    x = torch.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    assert x.grad is not None

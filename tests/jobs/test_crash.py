@@ -58,6 +58,14 @@ def _assert_same(out: Path, reference: Path) -> None:
     )
 
 
+def _wait_for_parts(process: subprocess.Popen, out: Path, parts: int) -> None:
+    """Return once `parts` answer parts exist (or the run has ended)."""
+    while process.poll() is None:
+        if len(list((out / "answers").glob("part-*.parquet"))) >= parts:
+            return
+        time.sleep(0.002)
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume(setup) -> None:
     root, base, seconds = setup
@@ -67,7 +75,11 @@ def test_sigkill_at_random_points_then_resume(setup) -> None:
         out = root / f"trial-{trial}"
         process = subprocess.Popen([*base, "-o", str(out)], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)  # fmt: skip
-        time.sleep(rng.uniform(0.2, seconds * 1.1))
+        if trial % 2:  # at a random time, from start-up to a little past the reference run
+            time.sleep(rng.uniform(0.2, seconds * 1.1))
+        else:  # once a random number of parts is written: mid-job whatever the machine's speed
+            _wait_for_parts(process, out, rng.randint(1, DOCS // 3 - 1))
+            time.sleep(rng.uniform(0.0, 0.05))
         process.send_signal(signal.SIGKILL)
         process.wait()
         parts = len(list((out / "answers").glob("part-*.parquet"))) if out.exists() else 0
