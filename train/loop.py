@@ -338,6 +338,14 @@ def train(
     finally:
         batches.close()
     bar.close()
+    if window:  # stopped between two loss records (time budget, --stop-at): keep the last steps
+        history.append(
+            {
+                "step": step,
+                "loss": round(sum(window) / len(window), 4),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
     save_checkpoint(model, init, out)
     _save_state(out, optimizer, step, history)
     summary = {

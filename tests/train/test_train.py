@@ -119,7 +119,8 @@ def test_batches_built_by_workers_are_the_in_process_batches(base, tmp_path) -> 
     # the same batches, the same weights.
     train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2, stop_at=2), progress=False,
           log=logs.append)  # fmt: skip
-    assert json.loads((tmp_path / "c" / "train_summary.json").read_text())["steps"] == 2
+    stopped = json.loads((tmp_path / "c" / "train_summary.json").read_text())
+    assert stopped["steps"] == 2 and stopped["history"][-1]["step"] == 2  # the last loss kept
     train(base, _rows, tmp_path / "c", replace(CONFIG, workers=2), resume=True, progress=False,
           log=logs.append)  # fmt: skip
     wc = _weights(tmp_path / "c")
