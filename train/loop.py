@@ -197,6 +197,15 @@ class BatchSource:
             self.pool = None
 
 
+def _record(step: int, window: Sequence[float], started: float) -> dict[str, float]:
+    """One entry of the loss history: mean loss of the steps since the last entry."""
+    return {
+        "step": step,
+        "loss": round(sum(window) / len(window), 4),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history: list) -> None:
     tensors, meta = {}, {"step": step, "history": history, "params": {}}
     for pid, state in optimizer.state_dict()["state"].items():
@@ -254,11 +263,10 @@ def train(
     resume: bool = False,
     progress: bool | None = None,
     log: Callable[[str], None] = print,
-    stop_at: int | None = None,
 ) -> dict[str, Any]:
     """Fine-tune the checkpoint at `init`; `rows(rng)` draws one training row. Writes the model
-    (fp32) to `out` every `save_every` steps and at the end; returns a summary. `stop_at` ends
-    the run early at that step as an interruption would (tests of `resume`)."""
+    (fp32) to `out` every `save_every` steps and at the end; returns a summary. `config.stop_at`
+    ends the run early at that step as an interruption would (resumable to the same weights)."""
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -296,9 +304,7 @@ def train(
             if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
                 log(f"time budget of {config.minutes} minutes reached at step {step}")
                 break
-            if (stop_at is not None and step >= stop_at) or (
-                config.stop_at is not None and step >= config.stop_at
-            ):
+            if config.stop_at is not None and step >= config.stop_at:
                 break
             gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
             torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable
@@ -323,14 +329,7 @@ def train(
             window.append(loss.item())
             bar.advance(1, status=f"loss {sum(window) / len(window):.3f}")
             if step % 50 == 0 or step == config.steps:
-                mean = sum(window) / len(window)
-                history.append(
-                    {
-                        "step": step,
-                        "loss": round(mean, 4),
-                        "seconds": round(time.monotonic() - started, 1),
-                    }
-                )
+                history.append(_record(step, window, started))
                 window = []
             if step % config.save_every == 0:
                 save_checkpoint(model, init, out)
@@ -338,14 +337,8 @@ def train(
     finally:
         batches.close()
     bar.close()
-    if window:  # stopped between two loss records (time budget, --stop-at): keep the last steps
-        history.append(
-            {
-                "step": step,
-                "loss": round(sum(window) / len(window), 4),
-                "seconds": round(time.monotonic() - started, 1),
-            }
-        )
+    if window:  # stopped between two loss records (time budget, stop_at): keep the last steps
+        history.append(_record(step, window, started))
     save_checkpoint(model, init, out)
     _save_state(out, optimizer, step, history)
     summary = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -93,7 +94,8 @@ def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert a["steps"] == 4 and all(h["loss"] > 0 for h in a["history"])
     # Interrupted after 2 steps, then resumed: the same weights as the uninterrupted run.
-    train(base, _rows, tmp_path / "c", CONFIG, progress=False, log=lambda _: None, stop_at=2)
+    train(base, _rows, tmp_path / "c", replace(CONFIG, stop_at=2), progress=False,
+          log=lambda _: None)  # fmt: skip
     wc = _weights(tmp_path / "c")
     assert not all(torch.equal(wa[k], wc[k]) for k in wa)
     train(base, _rows, tmp_path / "c", CONFIG, resume=True, progress=False, log=lambda _: None)
@@ -104,8 +106,6 @@ def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
 
 
 def test_batches_built_by_workers_are_the_in_process_batches(base, tmp_path) -> None:
-    from dataclasses import replace
-
     logs: list[str] = []
     a = train(base, _rows, tmp_path / "a", CONFIG, progress=False, log=logs.append)
     b = train(base, _rows, tmp_path / "b", replace(CONFIG, workers=2), progress=False,
