@@ -90,14 +90,16 @@ def test_an_actor_killed_mid_job_is_replaced(cluster, job) -> None:
         return pids
 
     def kill_one_actor() -> None:
+        """Kill the actor once the first part is written: mid-job on a fast machine too (a fixed
+        2-second wait once outlived the whole job and found no actor left to kill)."""
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not killed:
-            for pid in actor_pids():
-                time.sleep(2.0)  # let it take a batch first
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+            pids = actor_pids()
+            if pids and list((out / "answers").glob("part-*.parquet")):
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
                 return
-            time.sleep(0.2)
+            time.sleep(0.005)
 
     killer = threading.Thread(target=kill_one_actor, daemon=True)
     killer.start()
