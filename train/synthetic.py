@@ -8,15 +8,22 @@ policy is active and the amount is within the limit), so related questions depen
 
 Phrasings, layouts and entities (names, cities, products) are split: `split="train"` draws from
 the first part of every list and `split="test"` only from held-out parts, so test documents use
-templates and entities never seen in training. Everything is driven by one `random.Random`, so a
-seed gives the same documents on every machine.
+templates and entities never seen in training. Training documents are widened beyond the lists:
+most names and cities come from thousands of real ones (data/entities) or are made up, category
+and yes/no cues often come from train-only phrasings (TRAIN_CUES), and train-only distractors use
+category words about something else. None of this touches the test split: a seed gives the same
+test documents as before the widening (tests/train/test_synthetic.py). Everything is driven by
+one `random.Random`, so a seed gives the same documents on every machine.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 Split = str  # "train" | "test"
@@ -81,10 +88,30 @@ ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "j", "k", "kl", 
 VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ia", "io", "ou", "y"]
 CODAS = ["", "", "", "n", "r", "l", "s", "m", "th", "x", "nd", "rt"]
 ADJECTIVES = ["smart", "compact", "wireless", "portable", "electric", "digital", "classic",
-              "foldable", "heated", "solar", "mini", "deluxe", "ergonomic", "steel"]  # fmt: skip
+              "foldable", "heated", "solar", "mini", "deluxe", "ergonomic", "steel", "glass",
+              "cordless", "waterproof", "rechargeable", "outdoor", "kids", "travel", "gaming",
+              "bamboo", "ceramic", "leather", "premium", "budget", "retro", "hybrid", "led"]  # fmt: skip
 NOUNS = ["kettle", "scooter", "camera", "blender", "charger", "printer", "toaster", "heater",
-         "drone", "tablet", "mixer", "jacket", "lantern", "grill"]  # fmt: skip
-PROCEDURAL = 0.8  # share of training entities made up on the spot
+         "drone", "tablet", "mixer", "jacket", "lantern", "grill", "laptop", "juicer", "fan",
+         "projector", "microwave", "dishwasher", "thermostat", "doorbell", "mattress", "sofa",
+         "bicycle", "helmet", "stroller", "tent", "watch", "earbuds", "smartphone", "console",
+         "dehumidifier", "humidifier", "sewing machine", "hair dryer", "treadmill", "desk",
+         "chair", "suitcase", "drill", "lawn mower", "fridge", "oven", "router cable", "mouse",
+         "headset", "tripod", "guitar", "piano", "radio", "razor", "toothbrush", "scale"]  # fmt: skip
+# Training entities: PROCEDURAL of them made up on the spot (several word pieces, never seen
+# twice), REAL_POOL drawn from thousands of real first names, surnames and cities
+# (data/entities, from Faker's locale data; held-out entities excluded), the rest from the train
+# part of the short lists above. With a large real pool the model has to find an entity by its
+# place in the document: neither "the odd-looking word" nor "one of 28 names" works.
+PROCEDURAL = 0.25
+REAL_POOL = 0.6
+ENTITIES = Path(__file__).resolve().parent / "data" / "entities" / "entities.json"
+
+
+@functools.cache
+def real_pool() -> dict[str, list[str]]:
+    """{"first": [...], "last": [...], "cities": [...]}: see data/entities/build.py."""
+    return json.loads(ENTITIES.read_text())
 
 
 def made_up_word(rng: random.Random) -> str:
@@ -95,23 +122,144 @@ def made_up_word(rng: random.Random) -> str:
     return word[:10].capitalize()
 
 
+def _source(rng: random.Random, split: Split) -> str:
+    """Where a training entity comes from: "made_up", "real" or "list" (always "list" for test)."""
+    if split != "train":
+        return "list"
+    r = rng.random()
+    return "made_up" if r < PROCEDURAL else "real" if r < PROCEDURAL + REAL_POOL else "list"
+
+
 def person(rng: random.Random, split: Split) -> str:
-    if split == "train" and rng.random() < PROCEDURAL:
+    source = _source(rng, split)
+    if source == "made_up":
         return f"{made_up_word(rng)} {made_up_word(rng)}"
+    if source == "real":
+        pool = real_pool()
+        return f"{rng.choice(pool['first'])} {rng.choice(pool['last'])}"
     return f"{pick(rng, FIRST, split)} {pick(rng, LAST, split)}"
 
 
 def city(rng: random.Random, split: Split) -> str:
-    if split == "train" and rng.random() < PROCEDURAL:
+    source = _source(rng, split)
+    if source == "made_up":
         prefix = rng.choice(["", "", "", "Port ", "New ", "San ", "Lake "])
         return prefix + made_up_word(rng)
+    if source == "real":
+        return rng.choice(real_pool()["cities"])
     return pick(rng, CITIES, split)
 
 
 def product(rng: random.Random, split: Split) -> str:
-    if split == "train" and rng.random() < PROCEDURAL:
-        return f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}"
-    return pick(rng, PRODUCTS, split)
+    source = _source(rng, split)
+    if source == "list":
+        return pick(rng, PRODUCTS, split)
+    noun = rng.choice(NOUNS)
+    if source == "made_up":
+        return noun
+    named = f"{rng.choice(ADJECTIVES)} {noun}"
+    return named if len(named) <= 20 else noun  # the product slot holds 20 characters
+
+
+# Train-only cues: more ways to say which category a document belongs to. The held-out phrasings
+# of the lists above stay the test split; these only widen what training sees, so the model has
+# to learn what a category means instead of recalling two or three sentences.
+TRAIN_CUES: dict[str, dict[str, list[str]]] = {
+    "claim": {
+        "auto": ["a delivery truck scraped the side of my car", "my motorbike was knocked over",
+                 "the car was vandalised overnight", "a deer ran into our car on the highway",
+                 "my parked car was hit by a cyclist", "our SUV hit a pothole and the axle broke",
+                 "the bumper was torn off in a crash", "my hatchback was stolen from the street"],
+        "home": ["water leaked through the bathroom floor", "burglars broke into our flat",
+                 "lightning struck the chimney", "the boiler exploded in the cellar",
+                 "a storm blew the fence into the garden shed", "mould spread after a leak in the attic",
+                 "the kitchen caught fire while I was cooking", "our windows were shattered by hail"],
+        "health": ["I needed physiotherapy after a fall", "my husband had a heart attack",
+                   "I was hospitalised with appendicitis", "my son broke his leg at school",
+                   "I needed an MRI scan and surgery on my knee", "I was treated for a severe infection",
+                   "my mother needed an ambulance and a night in hospital", "I had a dental emergency"],
+        "travel": ["our flight was delayed by two days", "my suitcase arrived broken",
+                   "the cruise was cancelled because of a storm", "my wallet was stolen on holiday",
+                   "we missed our connecting train abroad", "the tour operator went bankrupt",
+                   "I got sick on a business trip overseas", "the airline lost my bag in transit"],
+    },
+    "purpose": {
+        "home": ["to buy a house near my work", "to put a deposit on a flat",
+                 "to build an extension to our house", "to buy a cottage",
+                 "to replace the roof of my home", "to buy out my ex-partner's share of the house"],
+        "car": ["to buy a family minivan", "to purchase a second-hand hatchback",
+                "to buy a car for commuting", "to pay for a new motorbike",
+                "to finance a hybrid car", "to replace the car that was written off"],
+        "education": ["to pay university fees", "for my son's college tuition",
+                      "to fund a teaching certificate", "to pay for a language course abroad",
+                      "to cover law school tuition", "to study for an MBA"],
+        "business": ["to open a coffee shop", "to buy a food truck for my business",
+                     "to hire two employees for my studio", "to fund stock for my boutique",
+                     "to start a landscaping company", "to buy machines for my print shop"],
+    },
+    "ticket": {
+        "billing": ["I was billed after I cancelled", "the refund never showed up on my card",
+                    "my monthly fee went up without notice", "I paid but the invoice says unpaid",
+                    "the price I was charged is higher than advertised", "my card was debited three times",
+                    "the VAT on my invoice is wrong", "I was charged for a plan I never chose"],
+        "technical": ["the software shows an error code on start", "the battery drains in an hour",
+                      "the bluetooth pairing keeps failing", "the firmware update broke the device",
+                      "the website gives me a blank page", "the sound cuts out every few minutes",
+                      "the touchscreen stopped responding", "the app will not sync my data"],
+        "shipping": ["the courier left my parcel in the rain", "only half of my order was delivered",
+                     "the delivery is two weeks late", "I received someone else's package",
+                     "the parcel is stuck at customs", "the driver never rang the bell",
+                     "my order shows delivered but nothing came", "the item arrived with parts missing"],
+        "account": ["I want to change my username", "please delete my profile and data",
+                    "my account was locked after too many attempts", "I need to merge two accounts",
+                    "I want to change the phone number on my account", "someone else logged into my account",
+                    "I cannot verify my email address", "please transfer my account to my wife"],
+    },
+}  # fmt: skip
+TRAIN_CUES["urgent"] = {
+    "yes": ["Please handle this right away.", "I need a reply by tomorrow at the latest.",
+            "This cannot wait.", "Time is critical here, please hurry.",
+            "I rely on it for my job, so please be quick.", "Please escalate this, it is urgent."],
+    "no": ["Answer whenever it suits you.", "This can wait until next week.",
+           "There is no deadline on my side.", "It is not a pressing matter.",
+           "Nothing here is time-sensitive.", "Reply at your convenience."],
+}  # fmt: skip
+TRAIN_CUES["refund"] = {
+    "yes": ["I expect my money to be returned.", "Please give me my money back.",
+            "I am requesting a refund.", "Refund the full price to my card, please.",
+            "I would prefer a refund over a replacement.", "Send the money back to my account."],
+    "no": ["I am not interested in a refund.", "Keep the money, just repair it.",
+           "A replacement is fine, no refund needed.", "I do not need my money back.",
+           "I prefer a repair to a refund.", "Refunding me will not help, I need it working."],
+}  # fmt: skip
+# Train-only sentences that use a category's words about something else ("I work from home",
+# "my account manager"), so a keyword elsewhere in the document stops deciding the category:
+# the model has to read the sentence that states it.
+TRAIN_DISTRACTORS = [
+    "I am writing from home today.", "I work from home most days.",
+    "My account manager told me to write to you.", "I have had an account with you since 2015.",
+    "My billing details have not changed.", "My kids are at school until three.",
+    "I used to work at a school.", "I came to the office by car.",
+    "My car is in the garage for a service.", "My sister works at a hospital.",
+    "I travel a lot for work.", "I run a small business on the side.",
+    "I usually pick up deliveries at the post office.", "I am not very technical, sorry.",
+    "My health has been fine lately.", "We are planning a trip in the summer.",
+    "I shop online a lot.", "My business partner is copied on this message.",
+]  # fmt: skip
+TRAIN_CUE_SHARE = 0.6  # of training documents whose cue comes from TRAIN_CUES
+
+
+def widen(rng: random.Random, items: list[str], extra: list[str], split: Split) -> str:
+    """A phrasing from `items` as `pick` draws it (test documents only ever see the held-out
+    part, drawn exactly as before), or for training documents often one of `extra`."""
+    if split == "train" and rng.random() < TRAIN_CUE_SHARE:
+        return rng.choice(extra)
+    return pick(rng, items, split)
+
+
+def cue(rng: random.Random, lists: dict[str, list[str]], kind: str, key: str, split: Split) -> str:
+    """A sentence cue for category `key` of `lists`, widened in training by TRAIN_CUES[kind]."""
+    return widen(rng, lists[key], TRAIN_CUES[kind][key], split)
 
 
 @dataclass(frozen=True)
@@ -153,6 +301,9 @@ def _assemble(
     rng.shuffle(facts)
     for _ in range(rng.randint(1, 2)):
         facts.insert(rng.randrange(len(facts) + 1), rng.choice(DISTRACTORS))
+    if split == "train":
+        for _ in range(rng.randint(0, 2)):
+            facts.insert(rng.randrange(len(facts) + 1), rng.choice(TRAIN_DISTRACTORS))
     if layout == "form":
         lines = [f"{key}: {value}" for key, value in form]
         rng.shuffle(lines)
@@ -191,7 +342,7 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     amount = rng.randint(200, 60000) if rng.random() < 0.5 else rng.randint(200, limit)
     active, police = rng.random() < 0.7, rng.random() < 0.5
     over = amount > limit
-    event = pick(rng, CLAIM_TYPES[claim_type], split)
+    event = cue(rng, CLAIM_TYPES, "claim", claim_type, split)
     facts = [
         name_fact(rng, name, split),
         pick(
@@ -380,11 +531,11 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         pick(
             rng,
             [
-                f"I would like to borrow {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
-                f"I am applying for a loan of {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
-                f"The loan I need is {money(rng, requested)}, {pick(rng, PURPOSES[purpose], split)}.",
-                f"Please consider my request for {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
-                f"I need {money(rng, requested)} {pick(rng, PURPOSES[purpose], split)}.",
+                f"I would like to borrow {money(rng, requested)} {cue(rng, PURPOSES, 'purpose', purpose, split)}.",
+                f"I am applying for a loan of {money(rng, requested)} {cue(rng, PURPOSES, 'purpose', purpose, split)}.",
+                f"The loan I need is {money(rng, requested)}, {cue(rng, PURPOSES, 'purpose', purpose, split)}.",
+                f"Please consider my request for {money(rng, requested)} {cue(rng, PURPOSES, 'purpose', purpose, split)}.",
+                f"I need {money(rng, requested)} {cue(rng, PURPOSES, 'purpose', purpose, split)}.",
             ],
             split,
         ),
@@ -528,7 +679,7 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     name, item = person(rng, split), product(rng, split)
     days = rng.randint(1, 90)
     urgent, refund = rng.random() < 0.35, rng.random() < 0.5
-    issue = pick(rng, TICKETS[category], split)
+    issue = cue(rng, TICKETS, "ticket", category, split)
     facts = [
         name_fact(rng, name, split),
         pick(
@@ -553,7 +704,7 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        widen(
             rng,
             [
                 "This is urgent, please respond today.",
@@ -570,9 +721,10 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 "No hurry, just wanted to let you know.",
                 "Take your time with this one.",
             ],
+            TRAIN_CUES["urgent"]["yes" if urgent else "no"],
             split,
         ),
-        pick(
+        widen(
             rng,
             [
                 "I would like a full refund.",
@@ -589,6 +741,7 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 "Please do not refund me, I want it solved.",
                 "I would rather keep the product than get a refund.",
             ],
+            TRAIN_CUES["refund"]["yes" if refund else "no"],
             split,
         ),
     ]
