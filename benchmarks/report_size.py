@@ -6,6 +6,10 @@ from it with the real `decide report` in a child process (peak RSS from `wait4`)
 table. The page embeds aggregates and a bounded sample, so its size should stay flat from 10,000
 to 1,000,000 rows (target: < 5 MB).
 
+The directory is written by another child process: Linux counts the parent's resident memory at
+the time of the spawn into the child's peak, so a parent that had built a million rows would be
+measured instead of the report.
+
     python benchmarks/report_size.py                 # 10k, 100k and 1M rows
     python benchmarks/report_size.py --rows 100000
 """
@@ -25,6 +29,11 @@ import numpy as np
 import polars as pl
 
 PART_ROWS = 100_000
+# `fake_job` in a child: python -c MAKE BENCHMARKS_DIR ROOT ROWS
+MAKE = (
+    "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+    "from report_size import fake_job; fake_job(Path(sys.argv[2]), int(sys.argv[3]))"
+)
 
 
 def fake_job(root: Path, rows: int, seed: int = 0) -> Path:
@@ -118,7 +127,9 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|")
     for rows in args.rows:
         with tempfile.TemporaryDirectory() as tmp:
-            out = fake_job(Path(tmp), rows)
+            here = str(Path(__file__).resolve().parent)
+            subprocess.run([sys.executable, "-c", MAKE, here, tmp, str(rows)], check=True)
+            out = Path(tmp) / "out"
             started = time.perf_counter()
             child = subprocess.Popen([sys.executable, "-m", "decide", "report", str(out)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip

@@ -1,22 +1,30 @@
-"""Reports: report.json validates against its schema (and a corrupted one does not); the page
-renders in real headless Chromium with its sections and charts, search filters the table, and
-the console stays clean."""
+"""Reports: report.json validates against its schema (and a corrupted one does not); a report
+built part by part equals the one built from every part in memory at once; the page renders in
+real headless Chromium with its sections and charts, search filters the table, and the console
+stays clean."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import shutil
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from helpers.jobdata import QUESTIONS, write_docs
 
+from decide import report as report_module
 from decide.cli import main
+from decide.jobs.columns import answer_fields, answers_dtype
+from decide.jobs.decisions import failure_reason
 from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
-from decide.report import ReportError, build_report, validate_report
+from decide.report import ReportError, build_report, sample_documents, validate_report, write_report
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -79,6 +87,224 @@ def test_page_stays_small_and_self_contained(job: Path) -> None:
         assert needle not in page
     assert len(page.encode()) < 5_000_000
     assert build_report(job)["counts"]["decided"] == 31
+
+
+MANY_QUESTIONS = [
+    *QUESTIONS,
+    {"id": "score", "text": "Score?", "schema": {"type": "number"}},
+    {"id": "tags", "text": "Tags?",
+     "schema": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2}},
+    {"id": "note", "text": "Note?", "schema": {"type": "string", "maxLength": 40}},
+]  # fmt: skip
+ERRORS = [
+    "document is empty",
+    "answer fails validation: amount: 30000 is greater than the maximum of 20000",
+    "document needs 9000 tokens, the model takes 8192",
+    "answer fails validation: code: 'D1' does not match '^[A-C][0-9]$'",
+    "",
+]
+
+
+def _value(qid: str, rng: random.Random) -> Any:
+    if rng.random() < 0.1:
+        return None
+    return {
+        "kind": lambda: rng.choice(["auto", "home", "health", "travel"]),
+        "eligible": lambda: rng.random() < 0.6,
+        "amount": lambda: rng.randrange(0, 20001),  # many distinct numbers: a histogram
+        "city": lambda: rng.choice(["Boston", "Denver", "Austin", "Tulsa", "Reno", "Provo"]),
+        "days": lambda: rng.randrange(0, 5),  # few distinct numbers: categories
+        "police": lambda: rng.choice([True, False]),
+        "contact": lambda: {"team": rng.choice(["claims", "fraud"]), "level": rng.randrange(1, 4)},
+        "code": lambda: rng.choice("ABC") + str(rng.randrange(10)),  # 30 strings: top values
+        "score": lambda: round(rng.uniform(-2, 2), 1),
+        "tags": lambda: rng.sample(["a", "b", "c"], rng.randrange(3)),
+        "note": lambda: f"note {rng.randrange(40)}",
+    }[qid]()
+
+
+def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
+    """An output directory of several parts with the runner's columns and types; confidences
+    from a few values (ties), null answers and confidences, one part of failures only, one empty
+    part."""
+    rng = random.Random(seed)
+    fields = answer_fields({q["id"]: [q["schema"]] for q in MANY_QUESTIONS})
+    schema = {
+        "doc_id": pl.String, "status": pl.String, "error": pl.String,
+        "answers": answers_dtype(fields), "answers_json": pl.String,
+        "confidence": pl.Struct({qid: pl.Float64 for qid in fields}), "nfe": pl.Int32,
+    }  # fmt: skip
+    (out / "answers").mkdir(parents=True)
+    doc = 0
+    for part, size in enumerate(sizes):
+        rows = []
+        for _ in range(size):
+            doc += 1
+            if part == 2 or rng.random() < 0.2:
+                rows.append({"doc_id": f"doc-{doc:05d}", "status": "error",
+                             "error": rng.choice(ERRORS), "nfe": 0})  # fmt: skip
+                continue
+            values = {qid: _value(qid, rng) for qid in fields}
+            confidence = {qid: rng.choice([None, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()])
+                          for qid in fields}  # fmt: skip
+            rows.append({
+                "doc_id": f"doc-{doc:05d}", "status": "ok", "error": None,
+                "answers": {qid: f.cell(values[qid]) for qid, f in fields.items()},
+                "answers_json": json.dumps(values, separators=(",", ":")),
+                "confidence": confidence, "nfe": rng.randrange(1, 9),
+            })  # fmt: skip
+        frame = pl.DataFrame(rows, schema=schema, orient="row" if rows else None)
+        frame.write_parquet(out / "answers" / f"part-{part:05d}.parquet")
+    manifest = {
+        "status": "complete",
+        "fingerprints": {"model": "0123456789abcdef", "spec": "fedcba9876543210"},
+        "model": "bundled", "model_type": "bert", "inputs": [],
+        "spec": {"questions": MANY_QUESTIONS, "rules": {"type": "object"}},
+        "counts": {"total": doc + 2, "invalid_rows": 2},
+        "seconds": 3.0, "throughput": {"documents": doc, "answer_tokens": 500},
+    }  # fmt: skip
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def _reference_report(out: Path) -> dict[str, Any]:
+    """The report as it was built before parts were streamed, every part in memory at once:
+    the oracle for `build_report`, less the fields copied from the manifest (`format`, `job`,
+    `generated`)."""
+    r = report_module
+    frame = pl.read_parquet(sorted((out / "answers").glob("part-*.parquet")))
+    ok, failed = frame.filter(pl.col("status") == "ok"), frame.filter(pl.col("status") == "error")
+    reasons: dict[str, int] = {}
+    for error in failed["error"].to_list():
+        reasons[failure_reason(error or "")] = reasons.get(failure_reason(error or ""), 0) + 1
+    reasons["doc_id is null"] = reasons.get("doc_id is null", 0) + 2
+
+    def confidence(values: pl.Series) -> dict[str, Any]:
+        values = values.drop_nulls().clip(0.0, 1.0)
+        index = (values * 10).floor().clip(0, 9).cast(pl.Int64)
+        counts = dict(index.value_counts().iter_rows())
+        mean = values.mean()
+        return {"counts": [counts.get(i, 0) for i in range(10)],
+                "mean": None if mean is None else float(mean)}  # fmt: skip
+
+    def distribution(column: pl.Series) -> dict[str, Any]:
+        present = column.drop_nulls()
+        if isinstance(present.dtype, pl.Struct | pl.List):
+            present = pl.Series([json.dumps(v, separators=(",", ":")) for v in present.to_list()])
+        distinct = present.n_unique()
+        if distinct <= r.CATEGORY_LIMIT or not present.dtype.is_numeric():
+            top = present.value_counts(sort=True, name="n").head(r.CATEGORY_LIMIT)
+            values = [{"value": v, "count": n} for v, n in top.iter_rows()]
+            return {"type": "categories" if distinct <= r.CATEGORY_LIMIT else "top",
+                    "values": values, "other": present.len() - sum(v["count"] for v in values),
+                    "distinct": distinct}  # fmt: skip
+        values = present.cast(pl.Float64)
+        low, high = values.min(), values.max()
+        width = (high - low) / 10 if high > low else 1.0
+        index = ((values - low) / width).floor().clip(0, 9).cast(pl.Int64)
+        counts = dict(index.value_counts().iter_rows())
+        return {"type": "histogram", "min": low, "max": high, "mean": values.mean(),
+                "bins": [{"low": low + i * width, "high": low + (i + 1) * width,
+                          "count": counts.get(i, 0)} for i in range(10)]}  # fmt: skip
+
+    answers, conf = ok["answers"].struct.unnest(), ok["confidence"].struct.unnest()
+    long = (
+        ok.select("doc_id", pl.col("confidence").struct.unnest())
+        .unpivot(index="doc_id", variable_name="question", value_name="conf")
+        .drop_nulls("conf")
+    )
+    least = long.sort("conf", maintain_order=True).head(r.LOWEST)
+    answers_json = dict(ok.select("doc_id", "answers_json").iter_rows())
+    nfe = int(frame["nfe"].sum())
+    return {
+        "counts": {"total": frame.height + 2, "decided": frame.height, "ok": ok.height,
+                   "failed": failed.height + 2, "invalid_rows": 2, "failed_by_reason": reasons},
+        "throughput": {"documents_per_second": frame.height / 3.0, "forward_passes": nfe,
+                       "forward_passes_per_document": nfe / frame.height, "answer_tokens": 500,
+                       "answer_tokens_per_forward_pass": 500 / nfe},
+        "questions": [{"id": q["id"], "text": q["text"],
+                       "answered": answers[q["id"]].drop_nulls().len(),
+                       "distribution": distribution(answers[q["id"]]),
+                       "confidence": confidence(conf[q["id"]])} for q in MANY_QUESTIONS],
+        "confidence": confidence(long["conf"]),
+        "lowest_confidence": [{"doc_id": d, "question": q, "confidence": c,
+                               "answer": json.loads(answers_json[d]).get(q)}
+                              for d, q, c in least.iter_rows()],
+        "failures": [{"doc_id": d, "error": e}
+                     for d, e in failed.select("doc_id", "error").head(r.FAILURES).iter_rows()],
+        "rules": {"declared": True, "narrowed": {},
+                  "violations": sum(n for k, n in reasons.items()
+                                    if k.startswith("answer fails validation"))},
+    }  # fmt: skip
+
+
+def _means(report: Any, where: str = "") -> dict[str, float | None]:
+    """Every `mean` in a report, by path; the report keeps `None` in their place."""
+    found = {}
+    items = report.items() if isinstance(report, dict) else enumerate(report)
+    for key, value in items:
+        if key == "mean":
+            found[f"{where}/mean"], report[key] = value, None
+        elif isinstance(value, dict | list):
+            found.update(_means(value, f"{where}/{key}"))
+    return found
+
+
+@pytest.mark.parametrize("small", [False, True], ids=["defaults", "small-limits"])
+def test_streamed_report_equals_the_all_in_memory_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: bool
+) -> None:
+    if small:  # batches across parts, frequent merges, free text counted alone, short lists
+        for name, value in (("BATCH_ROWS", 25), ("MERGE_ROWS", 3), ("DISTINCT_HELD", 5),
+                            ("LOWEST", 40), ("FAILURES", 9), ("CATEGORY_LIMIT", 4)):  # fmt: skip
+            monkeypatch.setattr(report_module, name, value)
+    out = _write_output(tmp_path / "out", [37, 0, 12, 61, 5, 140, 3, 44], seed=5)
+    report = build_report(out)
+    validate_report(report)
+    expected = _reference_report(out)
+    got = {key: report[key] for key in expected}
+    got_means, expected_means = _means(got), _means(expected)
+    assert got == expected
+    # Means are sums of floats: the reference sums the long table in one chunk (pairwise), the
+    # stream part by part, so the last bits may differ.
+    assert got_means.keys() == expected_means.keys()
+    for key, mean in expected_means.items():
+        assert (mean is None) == (got_means[key] is None), key
+        assert mean is None or math.isclose(mean, got_means[key], rel_tol=1e-12), key
+    kinds = {q["id"]: q["distribution"]["type"] for q in report["questions"]}
+    assert kinds["amount"] == kinds["score"] == "histogram" and kinds["note"] == "top"
+    ties = [row["confidence"] for row in report["lowest_confidence"]]
+    assert len(ties) > len(set(ties))  # the order of equal confidences was checked too
+    write_report(out)
+    assert (out / "report.html").is_file()
+
+
+def test_sampled_documents_stream_and_stay_seeded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in (("BATCH_ROWS", 25), ("SAMPLE_FAILURES", 15), ("SAMPLE_LOW", 6),
+                        ("SAMPLE_RANDOM", 30)):  # fmt: skip
+        monkeypatch.setattr(report_module, name, value)
+    out = _write_output(tmp_path / "out", [37, 0, 12, 61, 5, 140, 3, 44], seed=6)
+    frame = pl.read_parquet(sorted((out / "answers").glob("part-*.parquet")))
+    ok = frame.filter(pl.col("status") == "ok").with_columns(
+        pl.min_horizontal(pl.col("confidence").struct.unnest()).alias("_min")
+    )
+    rows = sample_documents(out, {}, seed=3)
+    ids = [row["doc_id"] for row in rows]
+    failures = frame.filter(pl.col("status") == "error")["doc_id"].head(15).to_list()
+    low = ok.sort("_min", maintain_order=True)["doc_id"].head(6).to_list()
+    assert ids[:15] == failures and ids[15:21] == low
+    sample = ids[21:]
+    assert len(sample) == 30 and len(set(sample)) == 30
+    assert set(sample) <= set(ok["doc_id"].to_list()) - set(low)
+    assert sample_documents(out, {}, seed=3) == rows
+    assert [r["doc_id"] for r in sample_documents(out, {}, seed=4)][21:] != sample
+    by_id = {row["doc_id"]: row for row in frame.iter_rows(named=True)}
+    for row in rows:
+        source = by_id[row["doc_id"]]
+        assert row["status"] == source["status"] and row["nfe"] == source["nfe"]
+        assert row["answers"] == (source["answers_json"] and json.loads(source["answers_json"]))
 
 
 @pytest.mark.skipif(
