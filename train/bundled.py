@@ -125,6 +125,8 @@ def export(run: Path, target: Path) -> None:
         "Initialised from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), fine-tuned by\n"
         "`decide train --recipe bundled` on synthetic documents and on MAMS-ACSA train reviews\n"
         "(siat-nlp/MAMS-for-ABSA, Apache-2.0). Both licences are Apache-2.0: see LICENSE.\n"
+        "Names and cities in the synthetic training documents come from Faker's locale data\n"
+        "(joke2k/faker, MIT; decide/train/data/entities/LICENSE); no Faker code is included.\n"
     )
 
 
