@@ -99,21 +99,35 @@ NOUNS = ["kettle", "scooter", "camera", "blender", "charger", "printer", "toaste
          "chair", "suitcase", "drill", "lawn mower", "fridge", "oven", "router cable", "mouse",
          "headset", "tripod", "guitar", "piano", "radio", "razor", "toothbrush", "scale"]  # fmt: skip
 # Training entities: PROCEDURAL of them made up on the spot (several word pieces, never seen
-# twice), REAL_POOL drawn from thousands of real first names, surnames and cities
-# (data/entities, from Faker's locale data; held-out entities excluded), the rest (none, now)
-# from the train part of the short lists above. With a large real pool the model has to find an
-# entity by its place in the document: neither "the odd-looking word" nor "one of 28 names"
-# works. (The first GPU model saw the 28 list entities in 20 % of its documents, each thousands
-# of times, and answered them for held-out ones.)
-PROCEDURAL = 0.3
-REAL_POOL = 0.7
+# twice), WORDS ordinary English words (data/entities/words.json: 17,872 one-piece words of the
+# WordPiece vocabulary), the rest drawn from thousands of real first names, surnames and cities
+# (data/entities, from Faker's locale data). Held-out entities are in none of them. With large
+# pools the model has to find an entity by its place in the document: neither "the odd-looking
+# word" nor "one of 28 names" works; and because any word can be a name, a city or a product, it
+# has to copy the word it finds rather than answer a familiar neighbour of it ("studio" for
+# Irvine, "monitors" for monitor, "felixville" for Felix). (The first GPU model saw the 28 train
+# list entities in 20 % of its documents, each thousands of times, and answered them for
+# held-out ones; the train lists are no longer drawn for training.)
+PROCEDURAL = 0.2
+WORDS = 0.25
 ENTITIES = Path(__file__).resolve().parent / "data" / "entities" / "entities.json"
+WORD_LIST = ENTITIES.with_name("words.json")
 
 
 @functools.cache
 def real_pool() -> dict[str, list[str]]:
     """{"first": [...], "last": [...], "cities": [...]}: see data/entities/build.py."""
     return json.loads(ENTITIES.read_text())
+
+
+@functools.cache
+def word_pool() -> list[str]:
+    """Lower-case English words, none of them part of a held-out entity: see build_words.py."""
+    return json.loads(WORD_LIST.read_text())
+
+
+def word(rng: random.Random) -> str:
+    return rng.choice(word_pool())
 
 
 def made_up_word(rng: random.Random) -> str:
@@ -125,17 +139,19 @@ def made_up_word(rng: random.Random) -> str:
 
 
 def _source(rng: random.Random, split: Split) -> str:
-    """Where a training entity comes from: "made_up", "real" or "list" (always "list" for test)."""
+    """Where a training entity comes from: "made_up", "word" or "real" ("list" for test)."""
     if split != "train":
         return "list"
     r = rng.random()
-    return "made_up" if r < PROCEDURAL else "real" if r < PROCEDURAL + REAL_POOL else "list"
+    return "made_up" if r < PROCEDURAL else "word" if r < PROCEDURAL + WORDS else "real"
 
 
 def person(rng: random.Random, split: Split) -> str:
     source = _source(rng, split)
     if source == "made_up":
         return f"{made_up_word(rng)} {made_up_word(rng)}"
+    if source == "word":
+        return f"{word(rng).capitalize()} {word(rng).capitalize()}"
     if source == "real":
         pool = real_pool()
         return f"{rng.choice(pool['first'])} {rng.choice(pool['last'])}"
@@ -147,20 +163,26 @@ def city(rng: random.Random, split: Split) -> str:
     if source == "made_up":
         prefix = rng.choice(["", "", "", "Port ", "New ", "San ", "Lake "])
         return prefix + made_up_word(rng)
+    if source == "word":
+        return word(rng).capitalize()
     if source == "real":
         return rng.choice(real_pool()["cities"])
     return pick(rng, CITIES, split)
 
 
 def product(rng: random.Random, split: Split) -> str:
-    source = _source(rng, split)
-    if source == "list":
+    """Test products come from the held-out part of PRODUCTS; training ones are one or two
+    ordinary words (40 %), a bare noun of NOUNS (15 %) or an adjective and a noun (45 %)."""
+    if split != "train":
         return pick(rng, PRODUCTS, split)
-    noun = rng.choice(NOUNS)
-    if source == "made_up":
-        return noun
-    named = f"{rng.choice(ADJECTIVES)} {noun}"
-    return named if len(named) <= 20 else noun  # the product slot holds 20 characters
+    r = rng.random()
+    if r < 0.4:
+        named = word(rng) if rng.random() < 0.6 else f"{word(rng)} {word(rng)}"
+    elif r < 0.55:
+        named = rng.choice(NOUNS)
+    else:
+        named = f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}"
+    return named if len(named) <= 20 else named.split()[-1]  # the product slot holds 20 characters
 
 
 # Train-only cues: more ways to say which category a document belongs to. The held-out phrasings
@@ -217,22 +239,31 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
                     "I want to change the phone number on my account", "someone else logged into my account",
                     "I cannot verify my email address", "please transfer my account to my wife"],
     },
-}  # fmt: skip
-TRAIN_CUES["urgent"] = {
-    "yes": ["Please handle this right away.", "I need a reply by tomorrow at the latest.",
-            "This cannot wait.", "Time is critical here, please hurry.",
-            "I rely on it for my job, so please be quick.", "Please escalate this, it is urgent."],
-    "no": ["Answer whenever it suits you.", "This can wait until next week.",
-           "There is no deadline on my side.", "It is not a pressing matter.",
-           "Nothing here is time-sensitive.", "Reply at your convenience."],
-}  # fmt: skip
-TRAIN_CUES["refund"] = {
-    "yes": ["I expect my money to be returned.", "Please give me my money back.",
-            "I am requesting a refund.", "Refund the full price to my card, please.",
-            "I would prefer a refund over a replacement.", "Send the money back to my account."],
-    "no": ["I am not interested in a refund.", "Keep the money, just repair it.",
-           "A replacement is fine, no refund needed.", "I do not need my money back.",
-           "I prefer a repair to a refund.", "Refunding me will not help, I need it working."],
+    "urgent": {
+        "yes": ["Please handle this right away.", "I need a reply by tomorrow at the latest.",
+                "This cannot wait.", "Time is critical here, please hurry.",
+                "I rely on it for my job, so please be quick.", "Please escalate this, it is urgent.",
+                "We need a solution before Friday.", "I am in a hurry, please answer quickly.",
+                "Every day without it costs me money, so please be fast.",
+                "Please prioritise this, I have no other option."],
+        "no": ["Answer whenever it suits you.", "This can wait until next week.",
+               "There is no deadline on my side.", "It is not a pressing matter.",
+               "Nothing here is time-sensitive.", "Reply at your convenience.",
+               "Feel free to look into it later.", "It is only a minor issue, so no rush.",
+               "Please deal with it when you get the chance.", "I am not in a hurry."],
+    },
+    "refund": {
+        "yes": ["I expect my money to be returned.", "Please give me my money back.",
+                "I am requesting a refund.", "Refund the full price to my card, please.",
+                "I would prefer a refund over a replacement.", "Send the money back to my account.",
+                "I want the money returned, not a replacement.", "Please credit the price back.",
+                "My money should be refunded.", "A refund of the full amount, please."],
+        "no": ["I am not interested in a refund.", "Keep the money, just repair it.",
+               "A replacement is fine, no refund needed.", "I do not need my money back.",
+               "I prefer a repair to a refund.", "Refunding me will not help, I need it working.",
+               "I am not looking for a refund.", "Money back is not what I want.",
+               "Please fix it instead of refunding it.", "No refund, please, just a working product."],
+    },
 }  # fmt: skip
 # Train-only sentences that use a category's words about something else ("I work from home",
 # "my account manager"), so a keyword elsewhere in the document stops deciding the category:
@@ -337,11 +368,18 @@ CLAIM_TYPES = {
 }  # fmt: skip
 
 
+ROUND_AMOUNTS = 0.3  # share of training claims whose amount is a round hundred or thousand
+
+
 def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     claim_type = rng.choice(sorted(CLAIM_TYPES))
     name, place = person(rng, split), city(rng, split)
     limit = rng.choice([5000, 10000, 15000, 20000, 25000, 50000])
     amount = rng.randint(200, 60000) if rng.random() < 0.5 else rng.randint(200, limit)
+    if split == "train" and rng.random() < ROUND_AMOUNTS:
+        # People claim round sums too ("7,000 dollars"); the test amounts rarely are, and models
+        # trained without round ones dropped a trailing zero of "7,000" (700).
+        amount = max(100, round(amount, rng.choice([-2, -3])))
     active, police = rng.random() < 0.7, rng.random() < 0.5
     over = amount > limit
     event = cue(rng, CLAIM_TYPES, "claim", claim_type, split)

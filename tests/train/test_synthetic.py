@@ -89,3 +89,45 @@ def test_the_test_split_is_the_one_every_earlier_figure_was_measured_on() -> Non
 
 
 EXPECTED_TEST_DIGEST = "6d4a896b28fab4a91098f630d8da2fb9ba4e2295b0b5d9171a3be071a5f67369"
+
+
+def test_the_word_pool_holds_no_word_of_a_held_out_entity() -> None:
+    words = synthetic.word_pool()
+    assert len(words) > 10000 and len(set(words)) == len(words)
+    held = {
+        part
+        for items in (synthetic.FIRST, synthetic.LAST, synthetic.CITIES, synthetic.PRODUCTS)
+        for entity in _held_out(items)
+        for part in entity.casefold().split()
+    }
+    assert "felix" in held and "monitor" in held  # what the check is about
+    assert not held & set(words)
+
+
+def test_any_word_can_be_a_training_entity_and_products_are_not_from_a_short_list() -> None:
+    rng = random.Random(13)
+    words = set(synthetic.word_pool())
+    names = [synthetic.person(rng, "train") for _ in range(2000)]
+    cities = [synthetic.city(rng, "train") for _ in range(2000)]
+    products = [synthetic.product(rng, "train") for _ in range(2000)]
+    for drawn in (names, cities):
+        share = sum(all(w.casefold() in words for w in x.split()) for x in drawn) / len(drawn)
+        assert 0.15 < share < 0.35, share
+    listed = set(synthetic.ADJECTIVES) | {w for n in synthetic.NOUNS for w in n.split()}
+    beyond = sum(not set(p.split()) <= listed for p in products) / len(products)
+    assert 0.3 < beyond < 0.45, beyond
+    assert len(set(products)) > 1200
+    assert all(len(p) <= 20 for p in products)
+
+
+def test_training_claims_often_have_round_amounts_and_test_claims_rarely() -> None:
+    def round_share(split: str) -> float:
+        rng = random.Random(17)
+        amounts = []
+        while len(amounts) < 400:
+            _, _, _, gold = synthetic.sample_document(rng, split)
+            if "amount" in gold:
+                amounts.append(gold["amount"])
+        return sum(a % 100 == 0 for a in amounts) / len(amounts)
+
+    assert round_share("train") > 0.2 and round_share("test") < 0.05

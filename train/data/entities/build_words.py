@@ -1,0 +1,52 @@
+"""Rebuild `words.json`: ordinary English words that training documents use as names, cities
+and products, so the model learns to copy *any* word it is asked about, not only words that
+look like names (the held-out test entities are real words the model never saw as answers:
+"Felix", "Irvine", "monitor"; models trained on name pools alone answered "felixville",
+"studio", "monitors").
+
+The words are the whole-word entries of BERT's uncased WordPiece vocabulary (Apache-2.0, as
+shipped with all-MiniLM-L6-v2 and in decide/model/tokenizer.json; see LICENSE-words): lower-case
+letters only, 4 to 10 of them, past the 1,004 most frequent words (ids below 3000: "the", "and",
+"which" are poor entities and would teach the model that a name may run into the next words),
+and never a word of a held-out test entity. Each is one word piece, as most test entities are.
+
+    python train/data/entities/build_words.py [path/to/tokenizer.json]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from decide.train import synthetic
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+
+
+def held_out_words() -> set[str]:
+    words: set[str] = set()
+    for items in (synthetic.FIRST, synthetic.LAST, synthetic.CITIES, synthetic.PRODUCTS):
+        for entity in items[max(1, int(len(items) * (1 - synthetic.HELD_OUT))) :]:
+            words.update(entity.casefold().split())
+    return words
+
+
+def main() -> None:
+    default = ROOT / "decide" / "model" / "tokenizer.json"
+    source = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    vocab = json.loads(source.read_text())["model"]["vocab"]
+    excluded = held_out_words()
+    words = sorted(
+        w
+        for w, i in vocab.items()
+        if i >= 3000 and re.fullmatch(r"[a-z]{4,10}", w) and w not in excluded
+    )
+    (HERE / "words.json").write_text(json.dumps(words, separators=(",", ":")) + "\n")
+    print(f"{len(words):,} words -> {HERE / 'words.json'}")
+
+
+if __name__ == "__main__":
+    main()
