@@ -18,7 +18,7 @@ import logging
 import math
 import random
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -398,7 +398,7 @@ def build_report(out: Path) -> dict[str, Any]:
     spec_rules = spec.get("rules")
     report = {
         "format": REPORT_FORMAT,
-        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "job": {
             "status": manifest.get("status", "unknown"),
             "model": manifest.get("model"),
