@@ -309,6 +309,12 @@ Examples:
 )
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option(
+    "--bf16/--no-bf16",
+    default=None,
+    help="bf16 autocast. Default: where it is fast (GPUs, CPUs with AVX512-BF16 or AMX); "
+    "an AVX2-only CPU trains several times slower with it.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=0),
     default=0,
@@ -338,6 +344,7 @@ def train(
     seed: int,
     weighting: str,
     device: str,
+    bf16: bool | None,
     workers: int,
     save_every: int,
     resume: bool,
@@ -360,6 +367,7 @@ def train(
                 lr=lr,
                 weighting=weighting,
                 device=device,
+                bf16=bf16,
                 workers=workers,
                 save_every=save_every,
             )
@@ -386,6 +394,7 @@ def train(
                 lr=lr,
                 weighting=weighting,
                 device=device,
+                bf16=bf16,
                 workers=workers,
                 save_every=save_every,
             )

@@ -29,7 +29,7 @@ from .loop import TrainConfig, train
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
 MAMS_SHARE = 0.4  # of training rows; the rest are synthetic decision documents
-RECIPE_STEPS = 3000  # 50-87 minutes of batches of 8 on 2 CPU cores, bf16 autocast (0.6-1 step/s)
+RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
 
 
 def minilm_zip() -> Path:

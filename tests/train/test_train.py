@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from decide.cli import main
 from decide.engine import load_model
 from decide.train.examples import ExampleBuilder
-from decide.train.loop import TrainConfig, batch_loss, position_weights, train
+from decide.train.loop import TrainConfig, batch_loss, bf16_is_fast, position_weights, train
 from decide.train.synthetic import sample_document
 
 
@@ -137,15 +137,20 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
                        for q in r[2]] for r in rows],
         "gold": [json.dumps(r[3]) for r in rows],
     }).write_parquet(tmp_path / "labelled.parquet")  # fmt: skip
-    for extra, out in ((["--weighting", "questions"], "tuned"), (["--from-scratch"], "scratch")):
+    for extra, out in (
+        (["--weighting", "questions"], "tuned"),
+        (["--from-scratch", "--bf16"], "scratch"),
+    ):
         result = CliRunner().invoke(main, [
             "train", str(tmp_path / "labelled.parquet"), "--init", str(base), "-o",
             str(tmp_path / out), "--steps", "2", "--batch-size", "2", "--no-progress", *extra])  # fmt: skip
         assert result.exit_code == 0, result.output
         loaded = load_model(tmp_path / out)  # the real format, loadable by the engine
         assert loaded.config.family == "bert"
-        recorded = json.loads((tmp_path / out / "train_config.json").read_text())["weighting"]
-        assert recorded == ("questions" if out == "tuned" else "positions")
+        recorded = json.loads((tmp_path / out / "train_config.json").read_text())
+        assert recorded["weighting"] == ("questions" if out == "tuned" else "positions")
+        # bf16 autocast: asked for, or by default only where this CPU runs it natively
+        assert recorded["bf16"] is (bf16_is_fast("cpu") if out == "tuned" else True)
     scratch = _weights(tmp_path / "scratch")["bert.encoder.layer.0.attention.self.query.weight"]
     tuned = _weights(tmp_path / "tuned")["bert.encoder.layer.0.attention.self.query.weight"]
     assert not torch.allclose(scratch, tuned)
