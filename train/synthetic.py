@@ -99,17 +99,15 @@ NOUNS = ["kettle", "scooter", "camera", "blender", "charger", "printer", "toaste
          "chair", "suitcase", "drill", "lawn mower", "fridge", "oven", "router cable", "mouse",
          "headset", "tripod", "guitar", "piano", "radio", "razor", "toothbrush", "scale"]  # fmt: skip
 # Training entities: PROCEDURAL of them made up on the spot (several word pieces, never seen
-# twice), WORDS ordinary English words (data/entities/words.json: 17,872 one-piece words of the
-# WordPiece vocabulary), the rest drawn from thousands of real first names, surnames and cities
-# (data/entities, from Faker's locale data). Held-out entities are in none of them. With large
-# pools the model has to find an entity by its place in the document: neither "the odd-looking
-# word" nor "one of 28 names" works; and because any word can be a name, a city or a product, it
-# has to copy the word it finds rather than answer a familiar neighbour of it ("studio" for
-# Irvine, "monitors" for monitor, "felixville" for Felix). (The first GPU model saw the 28 train
-# list entities in 20 % of its documents, each thousands of times, and answered them for
-# held-out ones; the train lists are no longer drawn for training.)
-PROCEDURAL = 0.2
-WORDS = 0.25
+# twice), the rest drawn from thousands of real first names, surnames and cities (data/entities,
+# from Faker's locale data). Held-out entities are in neither. With large pools the model has to
+# find an entity by its place in the document: neither "the odd-looking word" nor "one of 28
+# names" works. (The first GPU model saw the 28 train-list entities in 20 % of its documents,
+# each thousands of times, and answered them for held-out ones; the train lists are no longer
+# drawn for training.) Ordinary words (WORD_LIST) are used for products only: as names and
+# cities they taught the model that a name may be any word, and it answered other words of the
+# document ("rosa education", "alice chef"; docs/bundled-model.md).
+PROCEDURAL = 0.3
 ENTITIES = Path(__file__).resolve().parent / "data" / "entities" / "entities.json"
 WORD_LIST = ENTITIES.with_name("words.json")
 
@@ -122,7 +120,8 @@ def real_pool() -> dict[str, list[str]]:
 
 @functools.cache
 def word_pool() -> list[str]:
-    """Lower-case English words, none of them part of a held-out entity: see build_words.py."""
+    """Lower-case English words, none of them part of a held-out entity (build_words.py): the
+    names of training products, so that a product can be any noun, not one of NOUNS."""
     return json.loads(WORD_LIST.read_text())
 
 
@@ -139,19 +138,16 @@ def made_up_word(rng: random.Random) -> str:
 
 
 def _source(rng: random.Random, split: Split) -> str:
-    """Where a training entity comes from: "made_up", "word" or "real" ("list" for test)."""
+    """Where a training name or city comes from: "made_up" or "real" ("list" for test)."""
     if split != "train":
         return "list"
-    r = rng.random()
-    return "made_up" if r < PROCEDURAL else "word" if r < PROCEDURAL + WORDS else "real"
+    return "made_up" if rng.random() < PROCEDURAL else "real"
 
 
 def person(rng: random.Random, split: Split) -> str:
     source = _source(rng, split)
     if source == "made_up":
         return f"{made_up_word(rng)} {made_up_word(rng)}"
-    if source == "word":
-        return f"{word(rng).capitalize()} {word(rng).capitalize()}"
     if source == "real":
         pool = real_pool()
         return f"{rng.choice(pool['first'])} {rng.choice(pool['last'])}"
@@ -163,8 +159,6 @@ def city(rng: random.Random, split: Split) -> str:
     if source == "made_up":
         prefix = rng.choice(["", "", "", "Port ", "New ", "San ", "Lake "])
         return prefix + made_up_word(rng)
-    if source == "word":
-        return word(rng).capitalize()
     if source == "real":
         return rng.choice(real_pool()["cities"])
     return pick(rng, CITIES, split)
@@ -172,13 +166,13 @@ def city(rng: random.Random, split: Split) -> str:
 
 def product(rng: random.Random, split: Split) -> str:
     """Test products come from the held-out part of PRODUCTS; training ones are one or two
-    ordinary words (40 %), a bare noun of NOUNS (15 %) or an adjective and a noun (45 %)."""
+    ordinary words (25 %), a bare noun of NOUNS (20 %) or an adjective and a noun (55 %)."""
     if split != "train":
         return pick(rng, PRODUCTS, split)
     r = rng.random()
-    if r < 0.4:
+    if r < 0.25:
         named = word(rng) if rng.random() < 0.6 else f"{word(rng)} {word(rng)}"
-    elif r < 0.55:
+    elif r < 0.45:
         named = rng.choice(NOUNS)
     else:
         named = f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}"

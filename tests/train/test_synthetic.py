@@ -104,20 +104,19 @@ def test_the_word_pool_holds_no_word_of_a_held_out_entity() -> None:
     assert not held & set(words)
 
 
-def test_any_word_can_be_a_training_entity_and_products_are_not_from_a_short_list() -> None:
+def test_training_products_are_any_words_and_names_and_cities_are_not() -> None:
     rng = random.Random(13)
     words = set(synthetic.word_pool())
-    names = [synthetic.person(rng, "train") for _ in range(2000)]
-    cities = [synthetic.city(rng, "train") for _ in range(2000)]
     products = [synthetic.product(rng, "train") for _ in range(2000)]
-    for drawn in (names, cities):
-        share = sum(all(w.casefold() in words for w in x.split()) for x in drawn) / len(drawn)
-        assert 0.15 < share < 0.35, share
     listed = set(synthetic.ADJECTIVES) | {w for n in synthetic.NOUNS for w in n.split()}
     beyond = sum(not set(p.split()) <= listed for p in products) / len(products)
-    assert 0.3 < beyond < 0.45, beyond
-    assert len(set(products)) > 1200
+    assert 0.2 < beyond < 0.33, beyond
+    assert len(set(products)) > 900
     assert all(len(p) <= 20 for p in products)
+    # Names and cities stay name-like: ordinary words as names taught a model to answer any word.
+    names = [synthetic.person(rng, "train") for _ in range(500)]
+    as_words = sum(all(w.casefold() in words for w in n.split()) for n in names) / len(names)
+    assert as_words < 0.05, as_words
 
 
 def test_training_claims_often_have_round_amounts_and_test_claims_rarely() -> None:
