@@ -127,8 +127,8 @@ def export(run: Path, target: Path) -> None:
         "(siat-nlp/MAMS-for-ABSA, Apache-2.0). Both licences are Apache-2.0: see LICENSE.\n"
         "Names and cities in the synthetic training documents come from Faker's locale data\n"
         "(joke2k/faker, MIT; decide/train/data/entities/LICENSE); no Faker code is included.\n"
-        "Other words used as names, cities and products come from BERT's uncased WordPiece\n"
-        "vocabulary (Apache-2.0; decide/train/data/entities/LICENSE-words).\n"
+        "Words used as product names come from BERT's uncased WordPiece vocabulary\n"
+        "(Apache-2.0; decide/train/data/entities/LICENSE-words).\n"
     )
 
 

@@ -1,13 +1,14 @@
-"""Rebuild `words.json`: ordinary English words that training documents use as names, cities
-and products, so the model learns to copy *any* word it is asked about, not only words that
-look like names (the held-out test entities are real words the model never saw as answers:
-"Felix", "Irvine", "monitor"; models trained on name pools alone answered "felixville",
-"studio", "monitors").
+"""Rebuild `words.json`: ordinary English words that training documents use as product names,
+so the model learns to copy whatever noun a customer writes, not one of a short list (the
+held-out test products are words it never saw as answers: "monitor", "speaker"; a model trained
+on 54 nouns answered "monitors", "speakers"). Names and cities do not use it: as names, ordinary
+words taught a model that a name may be any word of the document.
 
 The words are the whole-word entries of BERT's uncased WordPiece vocabulary (Apache-2.0, as
 shipped with all-MiniLM-L6-v2 and in decide/model/tokenizer.json; see LICENSE-words): lower-case
 letters only, 4 to 10 of them, past the 1,004 most frequent words (ids below 3000: "the", "and",
-"which" are poor entities and would teach the model that a name may run into the next words),
+"which" are poor product names and would teach the model that one may run into the next
+words),
 and never a word of a held-out test entity. Each is one word piece, as most test entities are.
 
     python train/data/entities/build_words.py [path/to/tokenizer.json]
