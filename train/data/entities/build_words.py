@@ -8,8 +8,8 @@ The words are the whole-word entries of BERT's uncased WordPiece vocabulary (Apa
 shipped with all-MiniLM-L6-v2 and in decide/model/tokenizer.json; see LICENSE-words): lower-case
 letters only, 4 to 10 of them, past the 1,004 most frequent words (ids below 3000: "the", "and",
 "which" are poor product names and would teach the model that one may run into the next
-words),
-and never a word of a held-out test entity. Each is one word piece, as most test entities are.
+words), and never a word of a held-out test entity. Each is one word piece, as most test
+entities are.
 
     python train/data/entities/build_words.py [path/to/tokenizer.json]
 """
