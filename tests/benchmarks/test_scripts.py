@@ -23,6 +23,7 @@ CASES = {
     "constraint_overhead": ["--models", "bert", "--docs", "2", "--batch-size", "2"],
     "mfu": ["--batch-sizes", "16", "--window", "8", "--prefix", "16", "--reps", "1", "--dtypes",
             "fp32", "--llama-layers", "1"],
+    "train_precision": ["--steps", "1", "--batch-size", "1"],
 }  # fmt: skip
 
 
