@@ -85,7 +85,8 @@ def test_round_amounts_mostly_keep_their_trailing_zeros() -> None:
     """A known weakness, guarded: a round amount written with a thousands separator sometimes
     loses its last zero ("7,000 dollars" -> 700). The synthetic test amounts are rarely round, so
     benchmarks/accuracy.py does not show it. On these 60 seeded letters (49 round amounts) the
-    shipped model gets 44 round amounts right; the GPU model before it got 36."""
+    shipped model (stage 3, trained with round amounts) gets 48 round amounts right and 59/60 in
+    all; stage 2 got 44 (55/60), the GPU model before it 36 (47/60)."""
     rng = random.Random(0)
     letters = [
         "Dear claims team, a pipe burst in our kitchen in Austin. I claim {a} for the repairs. "
@@ -113,5 +114,5 @@ def test_round_amounts_mostly_keep_their_trailing_zeros() -> None:
     right = [d.answers["amount"] == n for d, (_, n) in zip(decided, cases, strict=True)]
     round_right = [ok for ok, (_, n) in zip(right, cases, strict=True) if n % 10 == 0]
     assert len(round_right) == 49
-    assert sum(round_right) >= 40, f"{sum(round_right)}/49 round amounts right"
-    assert sum(right) >= 50, f"{sum(right)}/60 amounts right"
+    assert sum(round_right) >= 45, f"{sum(round_right)}/49 round amounts right"
+    assert sum(right) >= 55, f"{sum(right)}/60 amounts right"
