@@ -430,19 +430,27 @@ class Sampler:
         pair_rows: list[int] = []  # index into `picks`
         pair_tokens: list[int] = []
         picks: list[tuple[int, int]] = []
+        option_pairs: list[list[int]] = []  # per option of every slot: its pairs, left to right
+        option_tree: list[int] = []  # per option: its slot's index in `layout`
         layout = []
         for i, slot_index, positions, options in option_slots:
             start = rows[i].slot_starts[slot_index]
             offsets = [pos - start for pos in positions]
-            opts = torch.tensor([[opt[o] for o in offsets] for opt in options])  # [K, m]
-            columns = []
+            opts = [[opt[o] for o in offsets] for opt in options]  # [K][m]
+            pairs: list[list[int]] = [[] for _ in opts]
             for j, pos in enumerate(positions):
-                candidates, where = torch.unique(opts[:, j], return_inverse=True)
-                columns.append((len(pair_tokens), len(candidates), where))
-                pair_rows.extend([len(picks)] * len(candidates))
-                pair_tokens.extend(candidates.tolist())
+                candidates: dict[int, int] = {}  # token → its pair index
+                for k, opt in enumerate(opts):
+                    n = candidates.get(opt[j])
+                    if n is None:
+                        n = candidates[opt[j]] = len(pair_tokens)
+                        pair_tokens.append(opt[j])
+                        pair_rows.append(len(picks))
+                    pairs[k].append(n)
                 picks.append((i, pos - starts[i]))
-            layout.append((i, slot_index, positions, opts, columns))
+            layout.append((i, slot_index, positions, opts, len(option_pairs)))
+            option_tree.extend([len(layout) - 1] * len(opts))
+            option_pairs.extend(pairs)
         device = hidden.device
         index = torch.tensor(picks, device=device)
         states = hidden[index[:, 0], index[:, 1]]  # [P, H]
@@ -455,8 +463,14 @@ class Sampler:
             .float()
             .cpu()
         )  # [Q]
-        for i, slot_index, positions, opts, columns in layout:
-            total = _trie_scores(scores_flat, columns, opts.shape[0])
+        depth = max(len(p) for p in option_pairs)
+        totals = _trie_scores(
+            scores_flat,
+            torch.tensor([p + [-1] * (depth - len(p)) for p in option_pairs], dtype=torch.long),
+            torch.tensor(option_tree, dtype=torch.long),
+        )
+        for i, slot_index, positions, opts, first in layout:
+            total = totals[first : first + len(opts)]
             row = rows[i]
             if row.rng is not None:
                 p = torch.softmax(total / self.config.temperature, -1)
@@ -464,7 +478,7 @@ class Sampler:
             else:
                 p = torch.softmax(total, -1)
                 k = int(torch.argmax(p))  # first of equals: lowest option index
-            yield i, (float(p[k]), 0, (slot_index, [int(t) for t in opts[k]], positions))
+            yield i, (float(p[k]), 0, (slot_index, opts[k], positions))
 
     def _commit_option(
         self, row: _Row, slot_index: int, option: list[int], positions: list[int], p: float
@@ -519,10 +533,12 @@ class Sampler:
                 del remaining[pos]
 
 
-def _trie_scores(
-    scores: torch.Tensor, columns: list[tuple[int, int, torch.Tensor]], count: int
-) -> torch.Tensor:
-    """Log-probability `[K]` of each option, read left to right through the options' prefix tree.
+def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:
+    """Log-probability `[K]` of each option, read left to right through its slot's prefix tree.
+
+    `scores[q]` is the logit of candidate pair q (one open position, one token); `pairs[k]` lists
+    option k's pairs left to right, padded with -1 past its slot's open positions; `trees[k]` is
+    option k's slot. All slots' trees are walked together, one position deep at a time.
 
     At every open position where the options that share this option's earlier tokens still
     disagree, the option gets the log-softmax of its token over theirs. Positions where they
@@ -531,19 +547,22 @@ def _trie_scores(
     marginal mixes all options, so an option whose tail resembles the frequent options' tails
     wins regardless of the position where the options actually differ.
     """
-    total = torch.zeros(count)
-    groups: dict[tuple[int, ...], list[int]] = {(): list(range(count))}
-    for first, width, where in columns:
-        column = scores[first : first + width]  # logits of this position's candidates
-        branches: dict[tuple[int, ...], list[int]] = {}
-        for prefix, members in groups.items():
-            tokens = where[members]  # [m] candidate index of each member's token
-            present = torch.unique(tokens)
-            if len(present) > 1:
-                total[members] += column[tokens] - torch.logsumexp(column[present], 0)
-            for k, t in zip(members, tokens.tolist(), strict=True):
-                branches.setdefault((*prefix, t), []).append(k)
-        groups = branches
+    total = torch.zeros(pairs.shape[0])
+    node = trees.clone()  # each option's prefix node; the roots are the slots
+    q = scores.numel()
+    for j in range(pairs.shape[1]):
+        live = (pairs[:, j] >= 0).nonzero().squeeze(1)
+        pair, here = pairs[live, j], node[live]
+        # The distinct (node, pair) combinations are the edges out of this depth's nodes; their
+        # dense index is each option's child node for the next depth.
+        edges, child = torch.unique(here * q + pair, return_inverse=True)
+        parent, edge_scores = edges // q, scores[edges % q]
+        nodes = int(here.max()) + 1
+        top = torch.full((nodes,), float("-inf")).scatter_reduce(0, parent, edge_scores, "amax")
+        mass = torch.zeros(nodes).index_add_(0, parent, (edge_scores - top[parent]).exp())
+        # log-sum-exp over each node's distinct tokens: exactly 0 where a node has one token.
+        total[live] += scores[pair] - (top + mass.log())[here]
+        node[live] = child
     return total
 
 

@@ -427,13 +427,14 @@ class RuledSlot:
         return len(self.tokens) == self._length
 
     def options(self) -> list[list[int]] | None:
-        out: list[list[int]] = []
+        out: dict[tuple[int, ...], list[int]] = {}  # insertion-ordered, deduplicated
         for state in self._live():
             options = state.options()
             if options is None:
                 return None
-            out.extend(o for o in options if o not in out)
-        return out
+            for option in options:
+                out.setdefault(tuple(option), option)
+        return list(out.values())
 
     def decode(self):
         for state in self._live() or self.state.states[self.qid]:

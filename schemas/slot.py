@@ -63,6 +63,7 @@ class CompiledSlot:
         self._rows: dict[bytes, np.ndarray] = {}
         # Per (filler id, length): F, B and mask rows of a slot with nothing committed.
         self._fresh: dict[tuple[int, int], tuple[list, list, np.ndarray | None]] = {}
+        self._padded: dict[tuple[int, int], list[list[int]]] = {}  # options() per (filler, length)
         reach = self._start()
         lengths = []
         for k in range(1, max_tokens + 65):
@@ -335,12 +336,14 @@ class SlotState:
         c = self.compiled
         if c.value_tokens is None:
             return None
-        out = []
-        for ids in c.value_tokens:
-            seq = ids + [self.filler] * (self._length - len(ids))
-            if all(t < 0 or t == s for t, s in zip(self.tokens.tolist(), seq, strict=True)):
-                out.append(seq)
-        return out
+        key = (self.filler, self._length)
+        padded = c._padded.get(key)
+        if padded is None:
+            padded = c._padded[key] = [
+                ids + [self.filler] * (self._length - len(ids)) for ids in c.value_tokens
+            ]
+        fixed = [(j, t) for j, t in enumerate(self.tokens.tolist()) if t >= 0]
+        return [list(seq) for seq in padded if all(seq[j] == t for j, t in fixed)]
 
     def decode(self) -> Decoded:
         if not self.is_complete():

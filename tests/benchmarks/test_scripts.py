@@ -24,6 +24,7 @@ CASES = {
     "mfu": ["--batch-sizes", "16", "--window", "8", "--prefix", "16", "--reps", "1", "--dtypes",
             "fp32", "--llama-layers", "1"],
     "train_precision": ["--steps", "1", "--batch-size", "1"],
+    "option_scoring": ["--batch-sizes", "1", "--reps", "1"],
 }  # fmt: skip
 
 

@@ -3,6 +3,7 @@ constraints as the oracle for what each slot may hold."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -205,13 +206,63 @@ def test_trie_scores_follow_the_chain_rule() -> None:
 
     la, lb, lx, ly, lz = 1.3, -0.4, 0.2, 2.0, -5.0
     scores = torch.tensor([la, lb, lx, ly, lz])  # candidates: pos 0 → [A, B], pos 1 → [X, Y, Z]
-    columns = [(0, 2, torch.tensor([0, 0, 1])), (2, 3, torch.tensor([0, 1, 2]))]
-    got = _trie_scores(scores, columns, 3).exp()
+    pairs = torch.tensor([[0, 2], [0, 3], [1, 4]])  # each option's (position, token) pairs
+    got = _trie_scores(scores, pairs, torch.zeros(3, dtype=torch.long)).exp()
     p_a = math.exp(la) / (math.exp(la) + math.exp(lb))
     p_x = math.exp(lx) / (math.exp(lx) + math.exp(ly))
     want = torch.tensor([p_a * p_x, p_a * (1 - p_x), 1 - p_a])
     assert torch.allclose(got, want.float(), atol=1e-6)
     assert abs(float(got.sum()) - 1.0) < 1e-6
+
+
+def _chain_rule_reference(options: list[list[int]], logit: dict) -> list[float]:
+    """Plain-Python log-probability of each option through the options' prefix tree: at each
+    position, log-softmax of its token over the distinct tokens of the options sharing its prefix
+    (nothing where they all agree)."""
+    out = []
+    for option in options:
+        total = 0.0
+        for j, token in enumerate(option):
+            siblings = {o[j] for o in options if o[:j] == option[:j]}
+            if len(siblings) > 1:
+                norm = math.log(sum(math.exp(logit[j, t]) for t in siblings))
+                total += logit[j, token] - norm
+        out.append(total)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_trie_scores_match_the_chain_rule_on_random_option_sets(seed: int) -> None:
+    """Several slots scored together (their own depths, shared prefixes, a single option, wide
+    and deep trees): each slot's scores equal the plain tree walk, and sum to one."""
+    from decide.engine.sampler import _trie_scores
+
+    rng = random.Random(seed)
+    scores: list[float] = []
+    rows: list[list[int]] = []
+    trees: list[int] = []
+    want: list[float] = []
+    spans = []
+    for slot in range(rng.randint(1, 5)):
+        length, alphabet = rng.randint(1, 5), rng.randint(1, 6)
+        drawn = {tuple(rng.randrange(alphabet) for _ in range(length)) for _ in range(60)}
+        options = [list(o) for o in sorted(drawn)][: rng.randint(1, 60)]
+        logit = {(j, t): rng.gauss(0, 3) for j in range(length) for t in range(alphabet)}
+        pair = {}  # (position, token) → index into scores, as the sampler numbers them
+        for j in range(length):
+            for t in sorted({o[j] for o in options}):
+                pair[j, t] = len(scores)
+                scores.append(logit[j, t])
+        spans.append((len(rows), len(options)))
+        rows.extend([pair[j, t] for j, t in enumerate(o)] for o in options)
+        trees.extend([slot] * len(options))
+        want.extend(_chain_rule_reference(options, logit))
+    depth = max(len(r) for r in rows)
+    pairs = torch.tensor([r + [-1] * (depth - len(r)) for r in rows])
+    got = _trie_scores(torch.tensor(scores), pairs, torch.tensor(trees))
+    assert torch.allclose(got, torch.tensor(want).float(), atol=1e-4)
+    for first, count in spans:
+        assert abs(float(got[first : first + count].exp().sum()) - 1.0) < 1e-4
 
 
 def test_inference_mode_never_leaks_to_the_caller(tiny_checkpoint) -> None:
