@@ -9,6 +9,7 @@ otherwise be dominated by 50k-wide softmaxes of random models.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,14 @@ DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
 MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "qwen3_next")
 
-torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# The suite runs in parallel workers (pytest-xdist, `-n` in pyproject's addopts): each gets an
+# equal share of the cores, and so do the `decide` processes its tests start (they inherit
+# OMP_NUM_THREADS). Workers that each spun up every core's worth of threads on a 2-core machine
+# ran several times slower than one process alone.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_THREADS = max(1, min(2, (os.cpu_count() or 1) // _WORKERS))
+os.environ["OMP_NUM_THREADS"] = str(_THREADS)
+torch.set_num_threads(_THREADS)
 
 
 @pytest.fixture(scope="session")

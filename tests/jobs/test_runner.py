@@ -273,11 +273,13 @@ def test_sigkill_then_resume_gives_one_row_per_doc_identical_to_uninterrupted(mo
     assert again.select("doc_id", "answers_json", "nfe").equals(
         full.select("doc_id", "answers_json", "nfe")
     )
-    # Confidences are products of float probabilities: the resumed run batches the remaining
-    # documents differently, which moves them by float rounding only.
+    # Confidences are products of float32 probabilities: the resumed run batches the remaining
+    # documents differently, which moves each factor by float rounding, and a slot multiplies
+    # tens of them (1.3e-5 relative seen on an AVX2 CPU). A confidence from another document or
+    # another answer differs by orders of magnitude, so 1e-4 still catches a mix-up.
     for a, b in zip(again["confidence"].to_list(), full["confidence"].to_list(), strict=True):
         assert a.keys() == b.keys()
-        assert all(abs(a[k] - b[k]) <= 1e-5 * max(abs(b[k]), 1e-30) for k in a)
+        assert all(abs(a[k] - b[k]) <= 1e-4 * max(abs(b[k]), 1e-30) for k in a)
 
 
 def test_python_api(models) -> None:
