@@ -1,11 +1,13 @@
-"""Example job data shared by the jobs and report tests: eight questions of mixed schema kinds
-and random short documents."""
+"""Example job data shared by the jobs and report tests: eight questions of mixed schema kinds,
+random short documents, and the checks every finished job's output must pass."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
+import jsonschema
 import polars as pl
 
 QUESTIONS = [
@@ -50,3 +52,35 @@ def write_docs(path: Path, count: int, seed: int = 0, **columns: list) -> Path:
     frame = {"doc_id": [f"doc-{i:05d}" for i in range(count)], "document": docs, **columns}
     pl.DataFrame(frame).write_parquet(path)
     return path
+
+
+def spec(**changes) -> dict:
+    return {"questions": QUESTIONS, **changes}
+
+
+def read_answers(out: Path) -> pl.DataFrame:
+    return pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
+
+
+def check_output(out: Path, expected_ids: set, questions=QUESTIONS) -> pl.DataFrame:
+    """One row per doc id; every ok row valid against every schema; manifest agrees."""
+    frame = read_answers(out)
+    assert frame["doc_id"].n_unique() == frame.height
+    assert set(frame["doc_id"].to_list()) == expected_ids
+    schemas = {q["id"]: q["schema"] for q in questions}
+    for row in frame.filter(pl.col("status") == "ok").iter_rows(named=True):
+        decision = json.loads(row["answers_json"])
+        assert list(decision) == [q["id"] for q in questions]
+        for qid, value in decision.items():
+            jsonschema.validate(value, schemas[qid], format_checker=jsonschema.FormatChecker())
+            assert 0 < row["confidence"][qid] <= 1.0 + 1e-6
+        assert row["nfe"] >= 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    counts = frame["status"].value_counts()
+    by_status = dict(counts.iter_rows())
+    assert manifest["status"] == "complete"
+    assert manifest["counts"]["ok"] == by_status.get("ok", 0)
+    assert manifest["counts"]["error"] == by_status.get("error", 0)
+    errors = pl.read_parquet(out / "errors.parquet")
+    assert errors.height == by_status.get("error", 0) + manifest["counts"]["invalid_rows"]
+    return frame
