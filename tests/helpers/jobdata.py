@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import polars as pl
 
+MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")  # the dense families
 QUESTIONS = [
     {"id": "kind", "text": "What kind of claim is it?",
      "schema": {"enum": ["auto", "home", "health", "travel"]}},

@@ -16,20 +16,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from helpers.jobdata import QUESTIONS, check_output, read_answers, spec, write_docs
+from helpers.jobdata import MODEL_TYPES, QUESTIONS, check_output, read_answers, spec, write_docs
 
 from decide.cli import main
 from decide.engine import load_model
 from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
-
-MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")
-
-
-@pytest.fixture(scope="module")
-def models(tiny_checkpoint):
-    """Small-vocabulary models (fast); `test_gpt2_vocabulary_end_to_end` covers 50k tokens."""
-    return {t: tiny_checkpoint(t, vocab="small", init_std=0.2) for t in MODEL_TYPES}
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)

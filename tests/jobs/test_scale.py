@@ -5,18 +5,10 @@ the suite's longest tests."""
 from __future__ import annotations
 
 import pytest
-from helpers.jobdata import check_output, spec, write_docs
+from helpers.jobdata import MODEL_TYPES, check_output, spec, write_docs
 
 from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
-
-MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert")
-
-
-@pytest.fixture(scope="module")
-def models(tiny_checkpoint):
-    """The same small-vocabulary models as test_runner.py's."""
-    return {t: tiny_checkpoint(t, vocab="small", init_std=0.2) for t in MODEL_TYPES}
 
 
 @pytest.mark.slow
