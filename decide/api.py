@@ -67,10 +67,13 @@ class Decider:
         )
 
     def _compile(self, questions: Sequence[QuestionLike]):
-        try:
-            return [self.engine.compiler.compile(q) for q in _questions(questions)]
-        except SchemaError as exc:
-            raise SpecError(f"question schema refused: {exc}") from exc
+        compiled = []
+        for q in _questions(questions):
+            try:
+                compiled.append(self.engine.compiler.compile(q))
+            except SchemaError as exc:
+                raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
+        return compiled
 
     def decide(self, document: str, questions: Sequence[QuestionLike]) -> Decision:
         """Decide one document."""

@@ -232,7 +232,11 @@ def validate(spec_path: Path, model: Path | None) -> None:
         return
     if not spec.questions:
         _fail(f"{spec_path}: the spec has no questions (per-row questions are checked by `run`)")
-    reports = check_questions([(q.id, q.schema_) for q in spec.questions], compiler.vocabulary)
+    reports = check_questions(
+        [(q.id, q.schema_) for q in spec.questions],
+        compiler.vocabulary,
+        extract=[q.id for q in spec.questions if q.extract],
+    )
     click.echo(f"model: {path} ({config.model_type}, {compiler.vocabulary.size} tokens)")
     click.echo(render_table(reports))
     refused = [r.question_id for r in reports if not r.supported]
@@ -249,6 +253,9 @@ def validate(spec_path: Path, model: Path | None) -> None:
         except SchemaError as exc:
             _fail(f"rules refused: {exc}")
             return
+        ruled = [q.id for q in spec.questions if q.extract and q.id in ruleset.slot_atoms]
+        if ruled:
+            _fail(f"rules refused: they constrain extract question(s) {', '.join(ruled)}")
         click.echo(
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)

@@ -26,6 +26,7 @@ from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
+from decide.schemas.span import DocumentSpans, NoSpan, SpanSlot, in_document
 
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
 from .questions import CompiledQuestion, QuestionCompiler
@@ -200,6 +201,8 @@ class DecisionEngine:
             if ruleset is not None:
                 pairs = [(q.id, q.slot) for q in item.questions]
                 constraints = ruleset.bind(pairs, self.packer.filler_id)
+            if any(q.extract for q in item.questions):
+                constraints = self._spans(item, constraints)
             doc = self.packer.pack(
                 item.document,
                 item.questions,
@@ -210,8 +213,35 @@ class DecisionEngine:
             return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
         except SchemaError as exc:
             return Decision(item.doc_id, "error", error=f"rules: {exc}", extra=item.extra)
+        except NoSpan as exc:
+            return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
         window.append((item, doc))
         return None
+
+    def _spans(self, item: Item, constraints: list | None) -> list:
+        """The document's constraints with a `SpanSlot` for every extract question."""
+        filler = self.packer.filler_id
+        out = constraints or [q.slot.new_constraint(filler) for q in item.questions]
+        # One tokenization of the document's spans for all its extract questions, cut at the
+        # longest `maxLength` among them (none when one of them has no such bound).
+        extract = [q for q in item.questions if q.extract]
+        limits = [
+            q.schema.get("maxLength") if isinstance(q.schema, dict) else None for q in extract
+        ]
+        longest = None if None in limits else max(limits)
+        spans = DocumentSpans(item.document or "", extract[0].slot.vocab, longest)
+        for k, q in enumerate(item.questions):
+            if q.extract:
+                if isinstance(out[k], RuledSlot):
+                    raise SchemaError(
+                        f"/properties/{q.id}", "extract", "rules cannot constrain an extract "
+                        "question (its answers are spans of each document)"
+                    )  # fmt: skip
+                try:
+                    out[k] = SpanSlot(q.slot, filler, spans)
+                except NoSpan as exc:
+                    raise NoSpan(f"question {q.id!r} (extract): {exc}") from exc
+        return out
 
     def _release(self, window: list, packed: dict) -> Iterator:
         window.sort(key=lambda pair: pair[1].request.length)
@@ -237,6 +267,7 @@ class DecisionEngine:
             return decision
         answers: dict[str, Any] = {}
         confidence: dict[str, float] = {}
+        text = item.document or ""
         for group, slot_results in zip(doc.groups, result.slots, strict=True):
             for question, slot_result in zip(group, slot_results, strict=True):
                 try:
@@ -246,6 +277,14 @@ class DecisionEngine:
                     # goes on.
                     log.exception("committed tokens do not decode (a bug): %s", exc)
                     decision.error = f"internal error decoding {question.id!r} (a bug): {exc}"
+                    return decision
+                value = decoded.value
+                if question.extract and isinstance(value, str) and not in_document(value, text):
+                    log.error("an extract answer is not in its document (a bug)")
+                    decision.error = (
+                        f"internal error: extract answer {value!r} of {question.id!r} is not in "
+                        "the document (a bug)"
+                    )
                     return decision
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence

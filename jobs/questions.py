@@ -14,6 +14,7 @@ from typing import Any
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import CompiledSlot, Vocabulary, compile_slot
+from decide.schemas.span import check_extract_schema
 
 from .spec import Question, SpecError
 
@@ -24,6 +25,7 @@ class CompiledQuestion:
     text: str
     schema: Any
     slot: CompiledSlot
+    extract: bool = False  # answer with a span of the document (`SpanSlot`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
@@ -63,5 +65,9 @@ class QuestionCompiler:
 
     def compile(self, question: Question) -> CompiledQuestion:
         """Raises `SchemaError` (with pointer and keyword) for a refused schema."""
+        if question.extract:
+            check_extract_schema(question.schema_)
         slot = compile_slot(question.schema_, self.vocabulary)
-        return CompiledQuestion(question.id, question.text, question.schema_, slot)
+        return CompiledQuestion(
+            question.id, question.text, question.schema_, slot, question.extract
+        )

@@ -340,8 +340,13 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
     """Compile the spec's questions (and its rules against them) up front, and check that they
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
+    compiled = []
+    for q in spec.questions:
+        try:
+            compiled.append(compiler.compile(q))
+        except SchemaError as exc:
+            raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
     try:
-        compiled = [compiler.compile(q) for q in spec.questions]
         if compiled:
             try:
                 packer.pack("x", compiled)
@@ -353,9 +358,15 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
         if spec.rules is not None:
             rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
             if compiled:
-                compile_rules(
+                ruleset = compile_rules(
                     spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
                 )
+                ruled = [q.id for q in compiled if q.extract and q.id in ruleset.slot_atoms]
+                if ruled:
+                    raise SpecError(
+                        f"rules refused: they constrain {', '.join(map(repr, ruled))}, an extract "
+                        "question (its answers are spans of each document, not a fixed language)"
+                    )
     except SchemaError as exc:
         what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
         raise SpecError(f"{what} refused: {exc}") from exc

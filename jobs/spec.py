@@ -33,6 +33,9 @@ class Question(Strict):
     id: str = Field(pattern=QUESTION_ID)
     text: str = Field(min_length=1)
     schema_: dict[str, Any] | bool = Field(alias="schema")
+    # Answer only with a span of the document (decide.schemas.span); changes answers, so it is
+    # part of the fingerprint when set.
+    extract: bool = False
 
     @field_validator("schema_", mode="before")
     @classmethod
@@ -45,8 +48,17 @@ class Question(Strict):
                 raise ValueError(f"schema is not valid JSON text ({exc})") from exc
         return value
 
+    @field_validator("extract", mode="before")
+    @classmethod
+    def _null_is_false(cls, value: Any) -> Any:
+        # A per-row questions struct with an `extract` field has nulls where a row leaves it out.
+        return False if value is None else value
+
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "schema": self.schema_}
+        out: dict[str, Any] = {"id": self.id, "text": self.text, "schema": self.schema_}
+        if self.extract:
+            out["extract"] = True
+        return out
 
 
 class Decoding(Strict):

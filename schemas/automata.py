@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,19 +167,53 @@ class DFA:
         """Membership including the code point count bounds of every region."""
         s, count = 0, 0
         for byte in data:
-            t = int(self.trans[s, byte])
-            if t < 0:
+            s, count = self._advance(s, count, byte)
+            if s < 0:
                 return False
-            r0, r1 = int(self.region[s]), int(self.region[t])
-            if r0 != r1 and r0:
-                reg = self.regions[r0]
-                if count < reg.lo or (reg.hi is not None and count > reg.hi):
-                    return False
-            if r0 != r1:
-                count = 0
-            count += int(self.inc[s, byte]) if r1 else 0
-            s = t
         return bool(self.accept[s])
+
+    def accepts_many(self, datas: Sequence[bytes]) -> list[bool]:
+        """`accepts` of every item, walking each byte prefix the items share only once (in
+        sorted order, every item reuses the states of its common prefix with the one before)."""
+        out = [False] * len(datas)
+        prev = b""
+        states = [(0, 0)]  # (state, count) after each byte of `prev`; state -1 = dead
+        for i in sorted(range(len(datas)), key=datas.__getitem__):
+            data = datas[i]
+            k = min(_shared(prev, data), len(states) - 1)
+            del states[k + 1 :]
+            s, count = states[k]
+            for byte in data[k:]:
+                if s < 0:
+                    break
+                s, count = self._advance(s, count, byte)
+                states.append((s, count))
+            out[i] = s >= 0 and bool(self.accept[s])
+            prev = data
+        return out
+
+    def _advance(self, s: int, count: int, byte: int) -> tuple[int, int]:
+        """One byte from state `s` with `count` code points in the current region."""
+        t = int(self.trans[s, byte])
+        if t < 0:
+            return -1, 0
+        r0, r1 = int(self.region[s]), int(self.region[t])
+        if r0 != r1 and r0:
+            reg = self.regions[r0]
+            if count < reg.lo or (reg.hi is not None and count > reg.hi):
+                return -1, 0
+        if r0 != r1:
+            count = 0
+        return t, count + (int(self.inc[s, byte]) if r1 else 0)
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix of `a` and `b`."""
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
 
 
 def _closure(nfa: NFA, states: Iterable[int], memo: dict[int, frozenset[int]]) -> frozenset[int]:

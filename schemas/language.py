@@ -17,6 +17,7 @@ invalid one. `Language.complete` records whether it left nothing out.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +121,10 @@ class Language:
 
     def accepts(self, text: str) -> bool:
         return self.dfa.accepts(text.encode("utf-8"))
+
+    def accepts_many(self, texts: Sequence[str]) -> list[bool]:
+        """`accepts` of every text, sharing the work of common prefixes."""
+        return self.dfa.accepts_many([t.encode("utf-8") for t in texts])
 
     def values(self, limit: int) -> list[str] | None:
         found = automata.enumerate_strings(self.dfa, limit)

@@ -290,20 +290,9 @@ class SlotState:
         return True
 
     def fill_bitmask(self, out: torch.Tensor) -> None:
-        import torch
-
         from decide.engine.constraints import InfeasibleSlot
 
-        if out.dtype != torch.int32 or out.device.type != "cpu" or out.dim() != 2:
-            raise ValueError(
-                f"bitmask must be a 2-D int32 CPU tensor, got {out.dtype} "
-                f"{tuple(out.shape)} on {out.device}"
-            )
-        if out.shape[0] != self._length or out.shape[1] < self.width:
-            raise ValueError(
-                f"bitmask shape {tuple(out.shape)} does not fit slot [{self._length}, "
-                f">= {self.width}]"
-            )
+        check_bitmask(out, self._length, self.width)
         if not self.feasible():
             raise InfeasibleSlot("no value is consistent with the committed tokens")
         c = self.compiled
@@ -349,6 +338,21 @@ class SlotState:
         if not self.is_complete():
             raise ValueError("slot is not complete")
         return self.compiled.decode(self.tokens.tolist(), self.filler)
+
+
+def check_bitmask(out: torch.Tensor, length: int, width: int) -> None:
+    """Refuse, with the actual values, a bitmask buffer that does not fit a slot's rows."""
+    import torch
+
+    if out.dtype != torch.int32 or out.device.type != "cpu" or out.dim() != 2:
+        raise ValueError(
+            f"bitmask must be a 2-D int32 CPU tensor, got {out.dtype} "
+            f"{tuple(out.shape)} on {out.device}"
+        )
+    if out.shape[0] != length or out.shape[1] < width:
+        raise ValueError(
+            f"bitmask shape {tuple(out.shape)} does not fit slot [{length}, >= {width}]"
+        )
 
 
 def compile_slot(

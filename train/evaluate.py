@@ -68,8 +68,14 @@ def synthetic_documents(count: int, seed: int = 1234) -> list[tuple[str, list[di
     return out
 
 
-def _compile(engine: DecisionEngine, questions: Sequence[dict]) -> list:
+def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: bool = False) -> list:
+    if extract:  # every string question answers with a span of its document
+        questions = [{**q, "extract": _is_string(q["schema"])} for q in questions]
     return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+
+
+def _is_string(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "string"
 
 
 def _decide(engine: DecisionEngine, items: list[Item]) -> dict[Any, Decision]:
@@ -111,15 +117,19 @@ def _inputs(qid: str) -> set[str]:
 
 
 def evaluate_synthetic(
-    engine: DecisionEngine, docs: list[tuple[str, list[dict], dict]], joint: bool = True
+    engine: DecisionEngine,
+    docs: list[tuple[str, list[dict], dict]],
+    joint: bool = True,
+    extract: bool = False,
 ) -> SyntheticReport:
-    """Decide every document (all its questions in one block, or each question alone)."""
+    """Decide every document (all its questions in one block, or each question alone); with
+    `extract`, every string question answers with a span of its document."""
     import time
 
     started = time.monotonic()
     items = []
     for i, (text, questions, _) in enumerate(docs):
-        compiled = _compile(engine, questions)
+        compiled = _compile(engine, questions, extract)
         if joint:
             items.append(Item((i, None), text, compiled))
         else:

@@ -25,6 +25,7 @@ CASES = {
             "fp32", "--llama-layers", "1"],
     "train_precision": ["--steps", "1", "--batch-size", "1"],
     "option_scoring": ["--batch-sizes", "1", "--reps", "1"],
+    "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
 }  # fmt: skip
 
 

@@ -1,0 +1,219 @@
+"""Extractive slots: a string answer that must be copied from its own document.
+
+A question marked `extract: true` ("the claimant's name", "the clause cited") may only answer a
+*span* of the document: one to `MAX_SPAN_WORDS` consecutive words, from the first character of a
+word to the last character of a word, with each run of whitespace read as one space. Its schema
+still applies (a span must also satisfy `maxLength`, `pattern`, ...), and if the schema admits
+`null`, `null` stays an answer ("not in the document").
+
+That is a finite language per document, so `SpanSlot` keeps it as an explicit option list (the
+tokenizer's own spelling of each admissible span, padded with filler) and implements the engine's
+`SlotConstraint` exactly: a token is allowed at a position iff some span still consistent with the
+committed tokens has it there. The sampler can then score whole spans (`options()`), and a value
+the model would otherwise paraphrase, misspell or glue to a neighbouring word ("aliceville",
+"clara henderson" for "Clara Olsen") cannot be produced. Word boundaries come from `WORD`: letters
+and digits, joined inside a word by one of `' ’ - . & /` ("O'Brien", "Jean-Luc", "U.S", "B&B").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import UnsupportedSchema
+from .slot import CompiledSlot, Decoded, check_bitmask
+from .vocab import Vocabulary
+
+if TYPE_CHECKING:
+    import torch
+
+WORD = re.compile(r"[^\W_]+(?:['’\-.&/][^\W_]+)*")
+MAX_SPAN_WORDS = 12
+
+
+class NoSpan(ValueError):
+    """No span of the document is a value of the question's schema."""
+
+
+def check_extract_schema(schema: Any) -> None:
+    """Refuse `extract` on a schema that admits no string (the pointer is into the schema)."""
+    if schema is False:
+        raise UnsupportedSchema("", "extract", "the schema admits no value")
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    kinds = [kind] if isinstance(kind, str) else kind
+    if kinds is not None and "string" not in kinds:
+        raise UnsupportedSchema(
+            "/type", "extract", f"extract answers are strings; this schema's type is {kind!r}"
+        )
+
+
+def document_spans(
+    document: str, max_words: int = MAX_SPAN_WORDS, max_chars: int | None = None
+) -> list[str]:
+    """Distinct spans of `document` in order of first appearance (whitespace collapsed)."""
+    words = [(m.start(), m.end()) for m in WORD.finditer(document)]
+    seen: dict[str, None] = {}
+    for i, (start, _) in enumerate(words):
+        for j in range(i, min(len(words), i + max_words)):
+            text = " ".join(document[start : words[j][1]].split())
+            if max_chars is not None and len(text) > max_chars:
+                break
+            seen.setdefault(text)
+    return list(seen)
+
+
+def in_document(answer: str, document: str) -> bool:
+    """Whether `answer` reads as a part of `document`, ignoring case, accents and whitespace
+    (the forms in which a tokenizer's reading of a span may differ from the span): the check
+    every extract answer gets after decoding, independent of how the slot was built."""
+    return _plain(answer) in _plain(document)
+
+
+def _plain(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = (c for c in decomposed if not unicodedata.combining(c) and not c.isspace())
+    return "".join(kept).casefold()
+
+
+class DocumentSpans:
+    """A document's spans as one vocabulary spells them: (token ids, JSON text) per distinct
+    spelling, plus `null`. Built once per document and shared by its extract questions."""
+
+    def __init__(
+        self,
+        document: str,
+        vocab: Vocabulary,
+        max_chars: int | None = None,
+        max_words: int = MAX_SPAN_WORDS,
+    ) -> None:
+        self.vocab = vocab
+        spans = document_spans(document, max_words=max_words, max_chars=max_chars)
+        texts = [json.dumps(s, ensure_ascii=False) for s in spans] + ["null"]
+        self.entries: list[tuple[tuple[int, ...], str]] = []
+        seen: set[tuple[int, ...]] = set()
+        for spelled in _encode_all(vocab, texts):
+            if spelled is None or spelled[0] in seen:
+                continue
+            seen.add(spelled[0])
+            self.entries.append(spelled)
+
+
+class SpanSlot:
+    """Per-document `SlotConstraint` of an extract question: a finite set of span spellings."""
+
+    def __init__(
+        self, compiled: CompiledSlot, filler_id: int, document: str | DocumentSpans
+    ) -> None:
+        self.compiled = compiled
+        self.filler = int(filler_id)
+        self._length = compiled.length  # the question's slot: the layout the model was trained on
+        if isinstance(document, str):
+            schema = compiled.schema
+            max_chars = schema.get("maxLength") if isinstance(schema, dict) else None
+            document = DocumentSpans(document, compiled.vocab, max_chars)
+        if document.vocab is not compiled.vocab:
+            raise ValueError("the document's spans were spelled with another vocabulary")
+        # The byte-level check is the language's own; `decode` re-checks the token path and
+        # jsonschema the value, so a spelling the token automaton disagreed with would fail loudly.
+        fits = [(ids, text) for ids, text in document.entries if len(ids) <= self._length]
+        accepted = compiled.language.accepts_many([text for _, text in fits])
+        kept = [entry for entry, ok in zip(fits, accepted, strict=True) if ok]
+        if not kept:
+            raise NoSpan("no span of the document is a value of this question's schema")
+        self.values = [text for _, text in kept]  # JSON text of each admissible answer
+        self.table = np.full((len(kept), self._length), self.filler, dtype=np.int64)  # [K, L]
+        for k, (ids, _) in enumerate(kept):
+            self.table[k, : len(ids)] = ids
+        self.alive = np.ones(len(kept), dtype=bool)
+        self.tokens = np.full(self._length, -1, dtype=np.int64)
+        from decide.engine.constraints import bitmask_width
+
+        self.width = max(bitmask_width(compiled.vocab.size), bitmask_width(self.filler + 1))
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def feasible(self) -> bool:
+        return bool(self.alive.any())
+
+    def commit(self, position: int, token: int) -> bool:
+        if not 0 <= position < self._length:
+            raise IndexError(f"position {position} outside slot of length {self._length}")
+        token = int(token)
+        if self.tokens[position] >= 0:
+            return bool(self.tokens[position] == token)
+        keep = self.alive & (self.table[:, position] == token)
+        if not keep.any():
+            return False
+        self.alive = keep
+        self.tokens[position] = token
+        return True
+
+    def fill_bitmask(self, out: torch.Tensor) -> None:
+        from decide.engine.constraints import InfeasibleSlot
+
+        check_bitmask(out, self._length, self.width)
+        if not self.feasible():
+            raise InfeasibleSlot("no span of the document is consistent with the committed tokens")
+        live = self.table[self.alive]  # [k, L]
+        rows = np.zeros((self._length, out.shape[1]), dtype=np.uint32)
+        for p in range(self._length):
+            tokens = np.unique(live[:, p])
+            np.bitwise_or.at(rows[p], tokens >> 5, np.left_shift(1, tokens & 31).astype(np.uint32))
+        out.numpy()[:] = rows.view(np.int32)
+
+    def is_complete(self) -> bool:
+        return bool((self.tokens >= 0).all())
+
+    def options(self) -> list[list[int]]:
+        return self.table[self.alive].tolist()
+
+    def decode(self) -> Decoded:
+        if not self.is_complete():
+            raise ValueError("slot is not complete")
+        return self.compiled.decode(self.tokens.tolist(), self.filler)
+
+
+def _encode_all(
+    vocab: Vocabulary, texts: Sequence[str]
+) -> list[tuple[tuple[int, ...], str] | None]:
+    """The tokenizer's own reading of every text (ids and what they spell), in one batched call:
+    a span is copied token for token as the model reads it in the document, which for an
+    uncased vocabulary is lower case and may close up spaces the vocabulary cannot spell
+    ("Tulsa, OK" → "tulsa,ok"). Without a tokenizer, or where its ids have no spelling in the
+    vocabulary, `vocab.encode`; None where nothing spells the text."""
+    if vocab.tokenizer is None:
+        encoded: list[list[int] | None] = [None] * len(texts)
+    else:
+        batch = vocab.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        encoded = [list(e.ids) for e in batch]
+    out: list[tuple[tuple[int, ...], str] | None] = []
+    for text, ids in zip(texts, encoded, strict=True):
+        data = None
+        if ids is not None:
+            try:
+                data = vocab.detokenize(ids)
+            except KeyError:
+                data = None
+        if data is None:
+            ids = vocab.encode(text)
+            data = None if ids is None else vocab.detokenize(ids)
+        out.append(None if ids is None else (tuple(ids), data.decode("utf-8")))
+    return out
+
+
+__all__ = [
+    "MAX_SPAN_WORDS",
+    "DocumentSpans",
+    "NoSpan",
+    "SpanSlot",
+    "check_extract_schema",
+    "document_spans",
+    "in_document",
+]

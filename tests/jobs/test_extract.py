@@ -1,0 +1,134 @@
+"""Extract questions end to end: every string answer is a span of its own document.
+
+Random models answer free strings with whatever their masks allow, so the same job without
+`extract` is the control: its answers are mostly not in the document, and with `extract` every
+one is (checked on the output text, not through the slot that produced it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from helpers.jobdata import check_output, read_answers, write_docs
+
+from decide import Decider
+from decide.jobs.runner import run_job
+from decide.jobs.spec import SpecError, parse_spec
+from decide.schemas.span import in_document
+
+QUESTIONS = [
+    {"id": "city", "text": "Which city?", "extract": True,
+     "schema": {"type": "string", "minLength": 2, "maxLength": 12}},
+    {"id": "who", "text": "Who is named?", "extract": True,
+     "schema": {"type": ["string", "null"], "maxLength": 20}},
+    {"id": "kind", "text": "What kind of claim is it?",
+     "schema": {"enum": ["auto", "home", "health", "travel"]}},
+    {"id": "eligible", "text": "Is the claim eligible?", "schema": {"type": "boolean"}},
+]  # fmt: skip
+
+
+def free(questions: list[dict]) -> list[dict]:
+    return [{k: v for k, v in q.items() if k != "extract"} for q in questions]
+
+
+def outside(frame: pl.DataFrame, docs: dict) -> int:
+    """String answers of ok rows that are not in their document."""
+    missed = 0
+    for row in frame.filter(pl.col("status") == "ok").iter_rows(named=True):
+        for qid in ("city", "who"):
+            value = json.loads(row["answers_json"])[qid]
+            missed += value is not None and not in_document(value, docs[row["doc_id"]])
+    return missed
+
+
+@pytest.mark.parametrize("model_type", ["llada", "sdar", "bert"])
+def test_extract_answers_are_spans_of_their_document(model_type, models, tmp_path) -> None:
+    path = write_docs(tmp_path / "in.parquet", 30, seed=3)
+    frame_in = pl.read_parquet(path)
+    docs = dict(zip(frame_in["doc_id"], frame_in["document"], strict=True))
+    # A document with no span of 2 to 12 characters ("a" is its only span): `city` cannot be answered from it.
+    short = pl.DataFrame({"doc_id": ["tiny"], "document": ["a."]})
+    pl.concat([frame_in, short]).write_parquet(path)
+    docs["tiny"] = "a."
+    results = {}
+    for name, questions in (("extract", QUESTIONS), ("free", free(QUESTIONS))):
+        out = tmp_path / name
+        run_job(parse_spec({"questions": questions}), [path], out, model=models[model_type],
+                batch_size=8, progress=False)  # fmt: skip
+        results[name] = check_output(out, set(docs), free(QUESTIONS))
+    extracted = results["extract"]
+    tiny = extracted.filter(pl.col("doc_id") == "tiny").row(0, named=True)
+    assert tiny["status"] == "error" and "'city' (extract)" in tiny["error"]
+    assert "no span of the document" in tiny["error"]
+    assert extracted.filter(pl.col("status") == "ok").height == 30
+    assert outside(extracted, docs) == 0
+    assert outside(results["free"], docs) > 10  # the control: random free strings are not spans
+
+
+def test_per_row_extract_and_the_python_api(models, tmp_path) -> None:
+    row_questions = [
+        {"id": "city", "text": "Which city?", "schema": json.dumps(QUESTIONS[0]["schema"]),
+         "extract": True},
+        {"id": "kind", "text": "Kind?", "schema": json.dumps(QUESTIONS[2]["schema"]),
+         "extract": None},  # a struct field left null reads as false
+    ]  # fmt: skip
+    text = "The storm flooded Denver and Boston on Monday"
+    pl.DataFrame(
+        {"doc_id": ["a", "b"], "document": [text, "water in the basement in Tulsa"],
+         "questions": [row_questions, row_questions]},
+        schema_overrides={"questions": pl.List(pl.Struct(
+            {"id": pl.String, "text": pl.String, "schema": pl.String, "extract": pl.Boolean}))},
+    ).write_parquet(tmp_path / "in.parquet")  # fmt: skip
+    run_job(parse_spec({}), [tmp_path / "in.parquet"], tmp_path / "out",
+            model=models["bert"], progress=False)  # fmt: skip
+    frame = read_answers(tmp_path / "out")
+    assert frame["status"].to_list() == ["ok", "ok"]
+    answers = [json.loads(a) for a in frame["answers_json"]]
+    assert in_document(answers[0]["city"], text)
+    assert in_document(answers[1]["city"], "water in the basement in Tulsa")
+
+    decider = Decider(models["bert"], batch_size=4)
+    decision = decider.decide(text, QUESTIONS)
+    assert decision.ok and in_document(decision.answers["city"], text)
+
+
+def test_extract_refusals_name_the_question(models, tmp_path) -> None:
+    path = write_docs(tmp_path / "in.parquet", 2)
+    number = {"id": "days", "text": "Days?", "extract": True, "schema": {"type": "integer"}}
+    with pytest.raises(SpecError, match=r"question 'days': schema refused: /type: extract"):
+        run_job(parse_spec({"questions": [number]}), [path], tmp_path / "o1",
+                model=models["llada"], progress=False)  # fmt: skip
+    # Rules test finite questions only; an extract enum is finite, but its answers differ per
+    # document, so rules over it are refused up front.
+    town = {
+        "id": "town",
+        "text": "Town?",
+        "extract": True,
+        "schema": {"enum": ["Boston", "Denver"]},
+    }
+    rules = {"if": {"properties": {"town": {"const": "Boston"}}},
+             "then": {"properties": {"eligible": {"const": True}}}}  # fmt: skip
+    with pytest.raises(SpecError, match=r"rules refused: they constrain 'town', an extract"):
+        run_job(parse_spec({"questions": [town, QUESTIONS[3]], "rules": rules}), [path],
+                tmp_path / "o2", model=models["llada"], progress=False)  # fmt: skip
+    # The same with per-row questions: found row by row, an error row each.
+    per_row = [{**q, "schema": json.dumps(q["schema"])} for q in (town, QUESTIONS[3])]
+    pl.DataFrame({"doc_id": ["a"], "document": ["Boston"], "questions": [per_row]}).write_parquet(
+        tmp_path / "rows.parquet"
+    )
+    run_job(parse_spec({"rules": rules}), [tmp_path / "rows.parquet"], tmp_path / "o3",
+            model=models["llada"], progress=False)  # fmt: skip
+    error = read_answers(tmp_path / "o3")["error"][0]
+    assert error.startswith("rules: /properties/town: extract: rules cannot constrain")
+    with pytest.raises(SpecError, match=r"questions\.0\.extract"):
+        parse_spec({"questions": [{**QUESTIONS[0], "extract": "sometimes"}]})
+
+
+def test_extract_is_part_of_the_fingerprint_and_absent_when_off() -> None:
+    on = parse_spec({"questions": QUESTIONS})
+    off = parse_spec({"questions": free(QUESTIONS)})
+    assert on.fingerprint() != off.fingerprint()
+    assert "extract" not in off.questions[0].as_dict()  # fingerprints of older jobs unchanged
+    assert on.questions[0].as_dict()["extract"] is True

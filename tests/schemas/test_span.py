@@ -1,0 +1,212 @@
+"""Extract slots (`SpanSlot`): a string answer restricted to spans of its document.
+
+Oracles: spans are listed here from `str.split()` on documents whose words are separated by single
+spaces, so they do not depend on the module's word pattern; masks are checked against the option
+list filtered by the commits in plain Python; every completion is decoded and checked against
+`jsonschema` and against the document text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from decide.engine.constraints import InfeasibleSlot, SlotConstraint
+from decide.schemas import UnsupportedSchema, Vocabulary, compile_language, compile_slot
+from decide.schemas.span import (
+    DocumentSpans,
+    NoSpan,
+    SpanSlot,
+    check_extract_schema,
+    document_spans,
+    in_document,
+)
+
+GPT2 = Path(__file__).parents[1] / "data" / "gpt2" / "tokenizer.json"
+WORDPIECE = Path(__file__).parents[2] / "decide" / "model" / "tokenizer.json"
+DOCUMENT = "My name is Clara Olsen and the storm hit Tulsa on Monday so I claim 7000 dollars"
+
+
+def vocabulary(path: Path) -> tuple[Vocabulary, int]:
+    tokenizer = Tokenizer.from_file(str(path))
+    filler = tokenizer.get_vocab_size()  # one past the vocabulary: never spells text
+    return Vocabulary.from_tokenizer(tokenizer, excluded={filler}), filler
+
+
+@pytest.fixture(scope="module", params=["gpt2", "wordpiece"])
+def vocab(request) -> tuple[Vocabulary, int, bool]:
+    path = GPT2 if request.param == "gpt2" else WORDPIECE
+    return (*vocabulary(path), request.param == "wordpiece")
+
+
+def reading(text: str, uncased: bool) -> str:
+    """A span as the vocabulary spells it, up to what WordPiece cannot: its uncased pieces join
+    punctuation and (split) digits without spaces ("claim 7000" reads "claim7000")."""
+    return "".join(text.lower().split()) if uncased else text
+
+
+def allowed(state: SpanSlot) -> list[set[int]]:
+    buffer = torch.zeros((state.length, state.width), dtype=torch.int32)
+    state.fill_bitmask(buffer)
+    bits = buffer.numpy().view(np.uint32)
+    out = []
+    for row in bits:
+        words = np.nonzero(row)[0]
+        out.append({int(w) * 32 + b for w in words for b in range(32) if row[w] >> b & 1})
+    return out
+
+
+def test_spans_are_word_runs_with_whitespace_collapsed():
+    doc = "Hi,  I am\tJean-Luc O'Brien.\nSt. Louis!"
+    spans = document_spans(doc, max_words=3)
+    assert spans[:3] == ["Hi", "Hi, I", "Hi, I am"]
+    assert "Jean-Luc O'Brien" in spans and "O'Brien. St" in spans and "St. Louis" in spans
+    assert "am Jean-Luc" in spans  # a tab is whitespace, read as one space
+    assert not any(s.endswith((".", "!", ",")) or s.startswith((",", ".")) for s in spans)
+    assert len(spans) == len(set(spans))
+    assert document_spans(doc, max_words=3, max_chars=8) == [
+        s for s in document_spans(doc, max_words=3) if len(s) <= 8
+    ]
+
+
+def test_spans_match_split_on_plain_text():
+    words = DOCUMENT.split()
+    expected = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, i + 5)}
+    expected = {s for s in expected if len(s.split()) <= 4}
+    assert set(document_spans(DOCUMENT, max_words=4)) == expected
+
+
+def test_every_completion_is_a_span_that_validates(vocab):
+    voc, filler, uncased = vocab
+    schema = {"type": "string", "minLength": 3, "maxLength": 16}
+    slot = compile_slot(schema, voc)
+    words = DOCUMENT.split()
+    spans = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    spans = {reading(s, uncased) for s in spans if 3 <= len(s) <= 16}
+    rng = random.Random(0)
+    seen = set()
+    for trial in range(40):
+        state = SpanSlot(slot, filler, DOCUMENT)
+        assert isinstance(state, SlotConstraint)
+        table = [list(o) for o in state.options()]
+        committed: dict[int, int] = {}
+        while not state.is_complete():
+            live = [o for o in table if all(o[p] == t for p, t in committed.items())]
+            masks = allowed(state)
+            for p in range(state.length):
+                assert masks[p] == {o[p] for o in live}, (trial, p)
+            p = rng.choice([p for p in range(state.length) if p not in committed])
+            bad = next(t for t in range(5000) if t not in masks[p])
+            assert state.commit(p, bad) is False
+            token = rng.choice(sorted(masks[p]))
+            assert state.commit(p, token) is True
+            committed[p] = token
+        value = state.decode().value
+        jsonschema.validate(value, schema)
+        assert reading(value, uncased) in spans and in_document(value, DOCUMENT)
+        seen.add(value)
+    assert len(seen) > 10  # the walk reaches many different spans, not one
+
+
+def test_options_are_the_admissible_spans(vocab):
+    voc, filler, uncased = vocab
+    slot = compile_slot({"type": "string", "maxLength": 11}, voc)
+    state = SpanSlot(slot, filler, DOCUMENT)
+    values = {json.loads(v) for v in state.values}
+    words = DOCUMENT.split()
+    spans = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    assert {reading(v, uncased) for v in values} == {
+        reading(s, uncased) for s in spans if len(s) <= 11
+    }
+    assert len(state.options()) == len(values)
+    assert all(len(o) == state.length for o in state.options())
+    assert state.commit(1, state.options()[0][1])  # position 0 is the opening quote
+    assert 0 < len(state.options()) < len(values)
+
+
+def test_schema_narrows_spans_and_null_stays_an_answer():
+    voc, filler = vocabulary(GPT2)
+    capital = compile_slot({"type": ["string", "null"], "pattern": "^[A-Z][a-z]+$"}, voc)
+    state = SpanSlot(capital, filler, DOCUMENT)
+    assert {json.loads(v) for v in state.values} == {
+        None, "Clara", "Monday", "My", "Olsen", "Tulsa"
+    }  # "I" is one letter: the pattern needs two  # fmt: skip
+
+
+def test_no_span_and_wrong_schemas_are_refused():
+    voc, filler = vocabulary(GPT2)
+    with pytest.raises(NoSpan, match="no span"):
+        SpanSlot(compile_slot({"type": "string", "pattern": "^[0-9]{5}$"}, voc), filler, DOCUMENT)
+    with pytest.raises(UnsupportedSchema) as info:
+        check_extract_schema({"type": "integer"})
+    assert info.value.pointer == "/type" and info.value.keyword == "extract"
+    with pytest.raises(UnsupportedSchema):
+        check_extract_schema(False)
+    check_extract_schema({"type": ["string", "null"]})
+    check_extract_schema({"enum": ["Tulsa", "Boston"]})
+
+
+def test_enum_extract_answers_only_values_in_the_document():
+    voc, filler = vocabulary(GPT2)
+    slot = compile_slot({"enum": ["Tulsa", "Boston", "Clara Olsen"]}, voc)
+    state = SpanSlot(slot, filler, DOCUMENT)
+    assert {json.loads(v) for v in state.values} == {"Tulsa", "Clara Olsen"}
+
+
+def test_infeasible_after_impossible_commit_is_never_reached():
+    voc, filler = vocabulary(GPT2)
+    state = SpanSlot(compile_slot({"type": "string", "maxLength": 6}, voc), filler, DOCUMENT)
+    for p in range(state.length):
+        assert state.commit(p, state.options()[-1][p])
+    assert state.is_complete() and state.feasible()
+    state.alive[:] = False  # what a constraint bug would leave behind: refused loudly
+    with pytest.raises(InfeasibleSlot):
+        state.fill_bitmask(torch.zeros((state.length, state.width), dtype=torch.int32))
+
+
+def test_in_document_ignores_case_accents_and_spaces():
+    assert in_document("jose garcia", "Signed, José  García.")
+    assert in_document("tulsa,ok", "in Tulsa, OK")
+    assert not in_document("tulsa ok", "in Tulsa, OK")
+    assert not in_document("clara henderson", DOCUMENT)
+
+
+def test_shared_document_spans_give_each_question_its_own_slot():
+    voc, filler = vocabulary(GPT2)
+    short = compile_slot({"type": "string", "maxLength": 8}, voc)
+    long = compile_slot({"type": ["string", "null"], "maxLength": 30}, voc)
+    shared = DocumentSpans(DOCUMENT, voc, max_chars=30)  # cut at the longer of the two bounds
+    for slot in (short, long):
+        alone = SpanSlot(slot, filler, DOCUMENT)
+        together = SpanSlot(slot, filler, shared)
+        assert alone.values == together.values and (alone.table == together.table).all()
+    assert "null" in SpanSlot(long, filler, shared).values
+    assert "null" not in SpanSlot(short, filler, shared).values
+    other, _ = vocabulary(WORDPIECE)
+    with pytest.raises(ValueError, match="another vocabulary"):
+        SpanSlot(compile_slot({"type": "string"}, other), filler, shared)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "minLength": 2, "maxLength": 5},
+        {"type": ["string", "null"], "pattern": "^[a-zé]+( [a-z]+)?$"},
+        {"enum": ["ab", "abc", "abé", None]},
+    ],
+)
+def test_accepts_many_agrees_with_accepts(schema):
+    language = compile_language(schema)
+    rng = random.Random(1)
+    pieces = ['"', "a", "b", "c", "é", " ", "ab", "null", "\\n", "x"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(400)]
+    texts += [f'"{t}"' for t in texts[:200]] + ['"ab"', '"ab"', "null"]  # duplicates, prefixes
+    assert language.accepts_many(texts) == [language.accepts(t) for t in texts]
+    assert any(language.accepts_many(texts)) and not all(language.accepts_many(texts))
