@@ -8,15 +8,18 @@ one is (checked on the output text, not through the slot that produced it).
 from __future__ import annotations
 
 import json
+import random
 
 import polars as pl
 import pytest
 from helpers.jobdata import check_output, read_answers, write_docs
 
 from decide import Decider
+from decide.engine.sampler import OPTION_LIMIT
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
-from decide.schemas.span import in_document
+from decide.schemas.span import document_spans, in_document
+from decide.train.synthetic import sample_document
 
 QUESTIONS = [
     {"id": "city", "text": "Which city?", "extract": True,
@@ -48,10 +51,15 @@ def test_extract_answers_are_spans_of_their_document(model_type, models, tmp_pat
     path = write_docs(tmp_path / "in.parquet", 30, seed=3)
     frame_in = pl.read_parquet(path)
     docs = dict(zip(frame_in["doc_id"], frame_in["document"], strict=True))
-    # A document with no span of 2 to 12 characters ("a" is its only span): `city` cannot be answered from it.
-    short = pl.DataFrame({"doc_id": ["tiny"], "document": ["a."]})
-    pl.concat([frame_in, short]).write_parquet(path)
-    docs["tiny"] = "a."
+    # A document with no span of 2 to 12 characters ("a" is its only span): `city` cannot be
+    # answered from it. And a long one, with more spans than the sampler scores as whole options:
+    # its extract slots are decided position by position under the span masks.
+    rng = random.Random(0)
+    long = " ".join(sample_document(rng, "test")[1] for _ in range(2))
+    assert len(document_spans(long, max_chars=20)) > OPTION_LIMIT
+    extra = pl.DataFrame({"doc_id": ["tiny", "long"], "document": ["a.", long]})
+    pl.concat([frame_in, extra]).write_parquet(path)
+    docs.update(tiny="a.", long=long)
     results = {}
     for name, questions in (("extract", QUESTIONS), ("free", free(QUESTIONS))):
         out = tmp_path / name
@@ -62,7 +70,7 @@ def test_extract_answers_are_spans_of_their_document(model_type, models, tmp_pat
     tiny = extracted.filter(pl.col("doc_id") == "tiny").row(0, named=True)
     assert tiny["status"] == "error" and "'city' (extract)" in tiny["error"]
     assert "no span of the document" in tiny["error"]
-    assert extracted.filter(pl.col("status") == "ok").height == 30
+    assert extracted.filter(pl.col("status") == "ok").height == 31
     assert outside(extracted, docs) == 0
     assert outside(results["free"], docs) > 10  # the control: random free strings are not spans
 
