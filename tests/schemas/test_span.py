@@ -94,8 +94,8 @@ def test_every_completion_is_a_span_that_validates(vocab):
     seen = set()
     for trial in range(40):
         state = SpanSlot(slot, filler, DOCUMENT)
-        assert isinstance(state, SlotConstraint)
-        table = [list(o) for o in state.options()]
+        assert isinstance(state, SlotConstraint) and state.options() is None
+        table = [list(o) for o in state.live()]
         committed: dict[int, int] = {}
         while not state.is_complete():
             live = [o for o in table if all(o[p] == t for p, t in committed.items())]
@@ -125,10 +125,10 @@ def test_options_are_the_admissible_spans(vocab):
     assert {reading(v, uncased) for v in values} == {
         reading(s, uncased) for s in spans if len(s) <= 11
     }
-    assert len(state.options()) == len(values)
-    assert all(len(o) == state.length for o in state.options())
-    assert state.commit(1, state.options()[0][1])  # position 0 is the opening quote
-    assert 0 < len(state.options()) < len(values)
+    assert len(state.live()) == len(values)
+    assert all(len(o) == state.length for o in state.live())
+    assert state.commit(1, state.live()[0][1])  # position 0 is the opening quote
+    assert 0 < len(state.live()) < len(values)
 
 
 def test_schema_narrows_spans_and_null_stays_an_answer():
@@ -164,7 +164,7 @@ def test_infeasible_after_impossible_commit_is_never_reached():
     voc, filler = vocabulary(GPT2)
     state = SpanSlot(compile_slot({"type": "string", "maxLength": 6}, voc), filler, DOCUMENT)
     for p in range(state.length):
-        assert state.commit(p, state.options()[-1][p])
+        assert state.commit(p, state.live()[-1][p])
     assert state.is_complete() and state.feasible()
     state.alive[:] = False  # what a constraint bug would leave behind: refused loudly
     with pytest.raises(InfeasibleSlot):
