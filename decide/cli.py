@@ -244,18 +244,19 @@ def validate(spec_path: Path, model: Path | None) -> None:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo(f"all {len(reports)} questions supported")
     if spec.rules is not None:
-        from decide.schemas import SchemaError, compile_slot
+        from decide.jobs.questions import refuse_ruled_extract
+        from decide.schemas import SchemaError
         from decide.schemas.rules import compile_rules
 
-        slots = {q.id: compile_slot(q.schema_, compiler.vocabulary) for q in spec.questions}
+        compiled = [compiler.compile(q) for q in spec.questions]  # all supported, see above
         try:
-            ruleset = compile_rules(spec.rules, {q.id: q.schema_ for q in spec.questions}, slots)
+            ruleset = compile_rules(
+                spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+            )
+            refuse_ruled_extract(ruleset, compiled)
         except SchemaError as exc:
             _fail(f"rules refused: {exc}")
             return
-        ruled = [q.id for q in spec.questions if q.extract and q.id in ruleset.slot_atoms]
-        if ruled:
-            _fail(f"rules refused: they constrain extract question(s) {', '.join(ruled)}")
         click.echo(
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)

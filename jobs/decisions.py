@@ -29,7 +29,7 @@ from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 from decide.schemas.span import DocumentSpans, NoSpan, SpanSlot, in_document
 
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
-from .questions import CompiledQuestion, QuestionCompiler
+from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
 from .spec import Decoding
 
 log = logging.getLogger("decide.jobs")
@@ -140,11 +140,13 @@ class DecisionEngine:
         use anything that cannot be enforced while decoding."""
         if self.rules is None:
             return None
-        key = tuple((q.id, json.dumps(q.schema, sort_keys=True)) for q in questions)
+        key = tuple((q.id, json.dumps(q.schema, sort_keys=True), q.extract) for q in questions)
         if key not in self._rulesets:
-            self._rulesets[key] = compile_rules(
+            ruleset = compile_rules(
                 self.rules, {q.id: q.schema for q in questions}, {q.id: q.slot for q in questions}
             )
+            refuse_ruled_extract(ruleset, list(questions))
+            self._rulesets[key] = ruleset
         return self._rulesets[key]
 
     def validator(self, questions: Sequence[CompiledQuestion]) -> Draft202012Validator:
@@ -231,12 +233,7 @@ class DecisionEngine:
         longest = None if None in limits else max(limits)
         spans = DocumentSpans(item.document or "", extract[0].slot.vocab, longest)
         for k, q in enumerate(item.questions):
-            if q.extract:
-                if isinstance(out[k], RuledSlot):
-                    raise SchemaError(
-                        f"/properties/{q.id}", "extract", "rules cannot constrain an extract "
-                        "question (its answers are spans of each document)"
-                    )  # fmt: skip
+            if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
                 try:
                     out[k] = SpanSlot(q.slot, filler, spans)
                 except NoSpan as exc:

@@ -13,7 +13,8 @@ from typing import Any
 
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
-from decide.schemas import CompiledSlot, Vocabulary, compile_slot
+from decide.schemas import CompiledSlot, SchemaError, Vocabulary, compile_slot
+from decide.schemas.rules import RuleSet
 from decide.schemas.span import check_extract_schema
 
 from .spec import Question, SpecError
@@ -71,3 +72,14 @@ class QuestionCompiler:
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract
         )
+
+
+def refuse_ruled_extract(ruleset: RuleSet, questions: list[CompiledQuestion]) -> None:
+    """Rules cannot constrain an extract question: its language is a different set of spans in
+    every document, not one the rules' cells can be compiled against."""
+    for q in questions:
+        if q.extract and q.id in ruleset.slot_atoms:
+            raise SchemaError(
+                f"/properties/{q.id}", "extract", "rules cannot constrain an extract question "
+                "(its answers are spans of each document)"
+            )  # fmt: skip

@@ -33,7 +33,7 @@ from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
-from .questions import CompiledQuestion, QuestionCompiler
+from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
 from .spec import JobSpec, SpecError, parse_questions
 
 log = logging.getLogger("decide.jobs")
@@ -361,12 +361,7 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
                 ruleset = compile_rules(
                     spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
                 )
-                ruled = [q.id for q in compiled if q.extract and q.id in ruleset.slot_atoms]
-                if ruled:
-                    raise SpecError(
-                        f"rules refused: they constrain {', '.join(map(repr, ruled))}, an extract "
-                        "question (its answers are spans of each document, not a fixed language)"
-                    )
+                refuse_ruled_extract(ruleset, compiled)
     except SchemaError as exc:
         what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
         raise SpecError(f"{what} refused: {exc}") from exc

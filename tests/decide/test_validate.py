@@ -42,3 +42,15 @@ def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
     assert "3 of 6 questions refused: host, none, days" in refused.output
     missing = CliRunner().invoke(main, ["validate", str(tmp_path / "nope.json"), "--model", model])
     assert missing.exit_code == 2 and "cannot read" in missing.output
+
+
+def test_validate_refuses_rules_over_an_extract_question(tiny_checkpoint, tmp_path) -> None:
+    town = {"id": "town", "text": "Town?", "extract": True, "schema": {"enum": ["Boston", "Rome"]}}
+    ok = {"id": "ok", "text": "OK?", "schema": {"type": "boolean"}}
+    rules = {"if": {"properties": {"town": {"const": "Boston"}}},
+             "then": {"properties": {"ok": {"const": True}}}}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps({"questions": [town, ok], "rules": rules}))
+    model = str(tiny_checkpoint("sdar"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "spec.json"), "--model", model])
+    assert result.exit_code == 2
+    assert "rules refused: /properties/town: extract: rules cannot constrain" in result.output
