@@ -17,6 +17,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -204,7 +205,7 @@ class DecisionEngine:
                 pairs = [(q.id, q.slot) for q in item.questions]
                 constraints = ruleset.bind(pairs, self.packer.filler_id)
             if any(q.extract for q in item.questions):
-                constraints = self._spans(item, constraints)
+                constraints = partial(self._spans, item, constraints)
             doc = self.packer.pack(
                 item.document,
                 item.questions,
@@ -220,8 +221,9 @@ class DecisionEngine:
         window.append((item, doc))
         return None
 
-    def _spans(self, item: Item, constraints: list | None) -> list:
-        """The document's constraints with a `SpanSlot` for every extract question."""
+    def _spans(self, item: Item, constraints: list | None, parts: tuple[str, ...]) -> list:
+        """The document's constraints with a `SpanSlot` for every extract question, over the
+        spans of the parts of the document its prompt keeps (all of it unless truncated)."""
         filler = self.packer.filler_id
         out = constraints or [q.slot.new_constraint(filler) for q in item.questions]
         # One tokenization of the document's spans for all its extract questions, cut at the
@@ -231,7 +233,7 @@ class DecisionEngine:
             q.schema.get("maxLength") if isinstance(q.schema, dict) else None for q in extract
         ]
         longest = None if None in limits else max(limits)
-        spans = DocumentSpans(item.document or "", extract[0].slot.vocab, longest)
+        spans = DocumentSpans(parts, extract[0].slot.vocab, longest)
         for k, q in enumerate(item.questions):
             if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
                 try:

@@ -14,7 +14,7 @@ A document whose tokens do not fit the model's context fails with `DocumentTooLo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,9 @@ class PackedDocument:
     groups: list[list[CompiledQuestion]]  # the questions of each block, in block order
     prompt_tokens: int
     truncated: bool
+    # The document as the prompt holds it: the whole text, or the head and the tail that a
+    # truncation kept (the model never sees what lies between them).
+    parts: tuple[str, ...] = ()
 
 
 class Packer:
@@ -158,10 +161,13 @@ class Packer:
         questions: Sequence[CompiledQuestion],
         key: object = None,
         seed: int = 0,
-        constraints: Sequence[Any] | None = None,
+        constraints: Sequence[Any] | Callable[[tuple[str, ...]], Sequence[Any]] | None = None,
     ) -> PackedDocument:
+        """The decode request of a document. `constraints` (one per question, see `blocks`) may be
+        a function of the parts of the document the prompt keeps (`PackedDocument.parts`), for
+        constraints that depend on what the model sees, such as extract questions' spans."""
         check_text(document, "document")
-        blocks, groups = self.blocks(questions, constraints)
+        blocks, groups = self.blocks(questions, None if callable(constraints) else constraints)
         answer_len = sum(len(b.tokens) for b in blocks)
         window = self.max_length * PROBE_CHARS_PER_POSITION
         if len(document) > window:
@@ -177,6 +183,7 @@ class Packer:
         if len(document) <= window or head + answer_len <= self.max_length:
             prompt = self.tokenizer.encode(self.prompt_text(document, questions))
         truncated = False
+        parts: tuple[str, ...] = (document,)
         if prompt is None or len(prompt) + answer_len > self.max_length:
             if self.long_documents != "truncate":
                 assert prompt is not None
@@ -185,10 +192,15 @@ class Packer:
                     f"answers {answer_len}), the model takes {self.max_length}; "
                     "use --truncate to keep its head and tail"
                 )
-            prompt = self._truncated_prompt(document, questions, answer_len)
+            prompt, parts = self._truncated_prompt(document, questions, answer_len)
             truncated = True
+        if callable(constraints):
+            laid_out = blocks
+            blocks, groups = self.blocks(questions, constraints(parts))
+            if [b.tokens for b in blocks] != [b.tokens for b in laid_out]:
+                raise AssertionError("constraints changed the length of a slot")
         request = DecodeRequest(prompt=prompt, blocks=blocks, key=key, seed=seed)
-        return PackedDocument(request, groups, len(prompt), truncated)
+        return PackedDocument(request, groups, len(prompt), truncated, parts)
 
     def _edges(self, document: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """Character offsets of the document's first and last tokens (tokenizing only a window
@@ -208,9 +220,10 @@ class Packer:
 
     def _truncated_prompt(
         self, document: str, questions: Sequence[CompiledQuestion], answer_len: int
-    ) -> list[int]:
+    ) -> tuple[list[int], tuple[str, ...]]:
         """Keep the document's first and last tokens, cut at token boundaries, so the whole
-        prompt fits; the rest of the prompt (instruction, questions) is never cut."""
+        prompt fits; the rest of the prompt (instruction, questions) is never cut. Returns the
+        prompt and the kept head and tail."""
         empty = len(self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK, questions)))
         budget = self.max_length - answer_len - empty
         head_offsets, tail_offsets = self._edges(document)
@@ -219,10 +232,10 @@ class Packer:
             tail = min(budget - head, len(tail_offsets))
             head_end = head_offsets[head - 1][1] if head else 0
             tail_start = tail_offsets[len(tail_offsets) - tail][0] if tail else len(document)
-            text = document[:head_end] + TRUNCATION_MARK + document[max(tail_start, head_end) :]
-            prompt = self.tokenizer.encode(self.prompt_text(text, questions))
+            kept = (document[:head_end], document[max(tail_start, head_end) :])
+            prompt = self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK.join(kept), questions))
             if len(prompt) + answer_len <= self.max_length:
-                return prompt
+                return prompt, kept
             budget -= max(1, len(prompt) + answer_len - self.max_length)
         raise DocumentTooLong(
             f"the questions and answers alone need {empty + answer_len} tokens, the model takes "

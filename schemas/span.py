@@ -54,17 +54,21 @@ def check_extract_schema(schema: Any) -> None:
 
 
 def document_spans(
-    document: str, max_words: int = MAX_SPAN_WORDS, max_chars: int | None = None
+    document: str | Sequence[str], max_words: int = MAX_SPAN_WORDS, max_chars: int | None = None
 ) -> list[str]:
-    """Distinct spans of `document` in order of first appearance (whitespace collapsed)."""
-    words = [(m.start(), m.end()) for m in WORD.finditer(document)]
+    """Distinct spans of `document` in order of first appearance (whitespace collapsed). A
+    sequence of texts (the head and tail a truncation keeps) gives the spans of each text: no
+    span runs from one into the next."""
+    parts = [document] if isinstance(document, str) else document
     seen: dict[str, None] = {}
-    for i, (start, _) in enumerate(words):
-        for j in range(i, min(len(words), i + max_words)):
-            text = " ".join(document[start : words[j][1]].split())
-            if max_chars is not None and len(text) > max_chars:
-                break
-            seen.setdefault(text)
+    for part in parts:
+        words = [(m.start(), m.end()) for m in WORD.finditer(part)]
+        for i, (start, _) in enumerate(words):
+            for j in range(i, min(len(words), i + max_words)):
+                text = " ".join(part[start : words[j][1]].split())
+                if max_chars is not None and len(text) > max_chars:
+                    break
+                seen.setdefault(text)
     return list(seen)
 
 
@@ -83,11 +87,12 @@ def _plain(text: str) -> str:
 
 class DocumentSpans:
     """A document's spans as one vocabulary spells them: (token ids, JSON text) per distinct
-    spelling, plus `null`. Built once per document and shared by its extract questions."""
+    spelling, plus `null`. Built once per document and shared by its extract questions; for a
+    truncated document, from the parts the model sees (see `document_spans`)."""
 
     def __init__(
         self,
-        document: str,
+        document: str | Sequence[str],
         vocab: Vocabulary,
         max_chars: int | None = None,
         max_words: int = MAX_SPAN_WORDS,

@@ -100,6 +100,24 @@ def test_per_row_extract_and_the_python_api(models, tmp_path) -> None:
     assert decision.ok and in_document(decision.answers["city"], text)
 
 
+def test_truncated_documents_offer_spans_of_what_the_model_sees(models) -> None:
+    """With `long_documents="truncate"` the model sees the head and tail of a long document;
+    spans come from those parts only, never from the cut middle nor across the cut."""
+    decider = Decider(models["bert"], batch_size=8, long_documents="truncate")
+    questions = [{**QUESTIONS[0], "schema": {"type": "string", "maxLength": 60}}, QUESTIONS[2]]
+    for i in range(6):
+        words = " ".join(f"w{k}" for k in range(100 * i, 100 * i + 1500))  # all distinct
+        text = f"Storm damage in Denver. {words} Filed by the Boston office."
+        decision = decider.decide(text, questions)
+        assert decision.ok and decision.truncated, decision.error
+        head, tail = decider.engine.packer.pack(text, decider._compile(questions)).parts
+        cut = set(text.split()) - set(head.split()) - set(tail.split())
+        assert len(cut) > 500  # most of the document is not in the prompt
+        city = decision.answers["city"]
+        assert in_document(city, head) or in_document(city, tail), city
+        assert not cut & set(city.split()), city
+
+
 def test_extract_refusals_name_the_question(models, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 2)
     number = {"id": "days", "text": "Days?", "extract": True, "schema": {"type": "integer"}}

@@ -108,6 +108,42 @@ def test_long_documents_fail_or_keep_head_and_tail(setup) -> None:
     prompt = loaded.tokenizer.decode(doc.request.prompt)
     assert "START" in prompt and "FINISH" in prompt and "[…]" in prompt
     assert "word300" not in prompt
+    # `parts` are what the prompt holds of the document: its head and its tail.
+    head, tail = doc.parts
+    assert document.startswith(head) and document.endswith(tail)
+    assert head.startswith("START") and tail.endswith("FINISH")
+    assert "word300" not in head + tail and len(head) + len(tail) < len(document)
+    assert packer.pack("short text", questions).parts == ("short text",)
+
+
+def test_constraints_may_depend_on_what_the_prompt_keeps(setup) -> None:
+    """Constraints given as a function get the kept parts (extract questions build their spans
+    from them), and the blocks use what it returns."""
+    _, compiler, packer = setup
+    questions = _questions(compiler, 4)
+    seen, made = [], []
+
+    def constraints(parts):
+        seen.append(parts)
+        made.extend(q.slot.new_constraint(packer.filler_id) for q in questions)
+        return made
+
+    document = "START " + " ".join(f"word{i}" for i in range(600)) + " FINISH"
+    packer.long_documents = "truncate"
+    try:
+        doc = packer.pack(document, questions, constraints=constraints)
+    finally:
+        packer.long_documents = "error"
+    assert seen == [doc.parts] and len(doc.parts) == 2
+    used = [slot.constraint for block in doc.request.blocks for slot in block.slots]
+    assert len(used) == 4 and all(u is m for u, m in zip(used, made, strict=True))
+
+    def wrong_length(parts):
+        return [compiler.compile(Question(id=q.id, text=q.text, schema={"type": "string"}))
+                .slot.new_constraint(packer.filler_id) for q in questions]  # fmt: skip
+
+    with pytest.raises(AssertionError, match="changed the length of a slot"):
+        packer.pack("short", questions, constraints=wrong_length)
 
 
 def test_nothing_fits_is_a_clear_error(setup) -> None:

@@ -76,6 +76,16 @@ def test_spans_are_word_runs_with_whitespace_collapsed():
     ]
 
 
+def test_spans_of_parts_never_cross_from_one_part_into_the_next():
+    head, tail = "Storm in Denver", "Boston office filed it"
+    spans = document_spans([head, tail], max_words=4)
+    assert set(spans) == set(document_spans(head, max_words=4)) | set(
+        document_spans(tail, max_words=4)
+    )
+    assert "Denver Boston" not in spans and "in Denver Boston" not in spans
+    assert spans.index("Storm") < spans.index("Boston")  # first appearance, part by part
+
+
 def test_spans_match_split_on_plain_text():
     words = DOCUMENT.split()
     expected = {" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, i + 5)}
