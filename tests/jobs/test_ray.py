@@ -19,6 +19,7 @@ from helpers.jobdata import QUESTIONS, write_docs
 from decide.cli import main
 from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
+from decide.schemas.span import in_document
 
 ray = pytest.importorskip("ray", reason="Ray is the optional `ray` extra (also in `dev`)")
 pytestmark = pytest.mark.timeout(600)
@@ -41,7 +42,9 @@ def job(tiny_checkpoint, tmp_path_factory):
     frame = pl.concat([frame, frame.head(1)])  # one duplicated id
     frame.write_parquet(docs)
     model = tiny_checkpoint("Dream", vocab="small", init_std=0.2)
-    spec = parse_spec({"questions": QUESTIONS})
+    # `city` answers with a span of its document: span slots are built per row on the actors.
+    questions = [{**q, "extract": True} if q["id"] == "city" else q for q in QUESTIONS]
+    spec = parse_spec({"questions": questions})
     run_job(spec, [docs], root / "local", model=model, batch_size=4, progress=False)
     return root, docs, model, spec
 
@@ -62,6 +65,9 @@ def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> N
         local.select("doc_id", "status", "error", "answers_json", "team")
     )
     assert result.failed == 1  # the duplicated id
+    texts = dict(zip(*pl.read_parquet(docs).select("doc_id", "document"), strict=False))
+    for row in remote.filter(pl.col("status") == "ok").iter_rows(named=True):
+        assert in_document(json.loads(row["answers_json"])["city"], texts[row["doc_id"]])
     manifest = json.loads((root / "ray" / "manifest.json").read_text())
     assert manifest["engine"] == "ray" and manifest["status"] == "complete"
     parts = sorted((root / "ray" / "answers").glob("part-*.parquet"))
