@@ -99,21 +99,11 @@ def score_synthetic(
             report.per_question.setdefault(qid, Tally()).add(ok)
         report.documents.add(all_right)
         for qid, check in synthetic.DEPENDENCIES.items():
-            needed = {qid, *_inputs(qid)}
+            needed = {qid, *synthetic.DEPENDENCY_INPUTS[qid]}
             if needed <= set(got):
                 report.checks += 1
                 report.violations += not check(got)
     return report
-
-
-def _inputs(qid: str) -> set[str]:
-    return {
-        "eligible": {"policy_active", "over_limit"},
-        "over_limit": {"amount", "policy_limit"},
-        "approve": {"employed", "prior_default", "within_income"},
-        "within_income": {"requested", "income"},
-        "refund_eligible": {"refund_requested", "days_since_purchase"},
-    }[qid]
 
 
 def evaluate_synthetic(

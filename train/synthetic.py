@@ -845,6 +845,14 @@ DEPENDENCIES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "within_income": lambda a: a["within_income"] == (a["requested"] <= a["income"]),
     "refund_eligible": lambda a: a["refund_eligible"] == (a["refund_requested"] and a["days_since_purchase"] <= 30),
 }  # fmt: skip
+# The answers each dependency reads.
+DEPENDENCY_INPUTS: dict[str, set[str]] = {
+    "eligible": {"policy_active", "over_limit"},
+    "over_limit": {"amount", "policy_limit"},
+    "approve": {"employed", "prior_default", "within_income"},
+    "within_income": {"requested", "income"},
+    "refund_eligible": {"refund_requested", "days_since_purchase"},
+}
 
 
 def sample_document(

@@ -26,6 +26,7 @@ CASES = {
     "train_precision": ["--steps", "1", "--batch-size", "1"],
     "option_scoring": ["--batch-sizes", "1", "--reps", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
+    "derived_inputs": ["--docs", "6"],
 }  # fmt: skip
 
 

@@ -130,3 +130,21 @@ def test_training_claims_often_have_round_amounts_and_test_claims_rarely() -> No
         return sum(a % 100 == 0 for a in amounts) / len(amounts)
 
     assert round_share("train") > 0.2 and round_share("test") < 0.05
+
+
+def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answers() -> None:
+    """`DEPENDENCY_INPUTS` names exactly what each `DEPENDENCIES` check reads (the violation
+    count and benchmarks/derived_inputs.py rely on it), and gold answers never violate one."""
+    assert synthetic.DEPENDENCY_INPUTS.keys() == synthetic.DEPENDENCIES.keys()
+    rng = random.Random(5)
+    checked = set()
+    for k in range(300):
+        domain = sorted(synthetic.DOMAINS)[k % len(synthetic.DOMAINS)]
+        every = len(synthetic.DOMAINS[domain].questions)  # all of its questions
+        _, _, _, gold = synthetic.sample_document(rng, "test", domain, every, every)
+        for qid, check in synthetic.DEPENDENCIES.items():
+            needed = {qid, *synthetic.DEPENDENCY_INPUTS[qid]}
+            if needed <= gold.keys():
+                assert check({k: gold[k] for k in needed}), (qid, gold)  # KeyError if it reads more
+                checked.add(qid)
+    assert checked == synthetic.DEPENDENCIES.keys()
