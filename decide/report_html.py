@@ -3,7 +3,8 @@
 Sections, in order: a summary, the failures (first, since they need action), per-question answer
 distributions as SVG bar charts, the confidence histogram, the least confident answers, and a
 searchable, sortable table of the sampled documents; clicking a row shows the document text next
-to its answers, low-confidence answers highlighted. Charts are drawn here in Python; the script
+to its answers, low-confidence answers highlighted and string answers marked where they occur in
+the text. Charts are drawn here in Python; the script
 only filters, sorts and shows rows, reading the sample from an embedded JSON block.
 """
 
@@ -47,6 +48,7 @@ td.low, span.low { background:var(--warn); }
 #detail pre { white-space:pre-wrap; margin:0; font:13px/1.5 ui-monospace, monospace;
               background:var(--bg); padding:12px; border-radius:6px; max-height:480px;
               overflow:auto; }
+#detail mark { background:#d8e6ff; border-radius:2px; }
 #detail dl { margin:0; } #detail dt { font-weight:600; margin-top:6px; }
 #detail dd { margin:0 0 0 8px; }
 """
@@ -109,6 +111,39 @@ SCRIPT = """
     });
     shown.textContent = list.length + " of " + rows.length + " sampled documents";
   }
+  // Every string answer found in the document text (as whole words, ignoring case and
+  // whitespace: an uncased model answers "tulsa,ok" for "Tulsa, OK") is marked where it occurs,
+  // so a reviewer sees where it came from; overlapping matches keep the earlier, longer one.
+  function mark(pre, value, answers) {
+    var found = [];
+    questions.forEach(function (qid) {
+      var a = answers[qid];
+      if (typeof a !== "string") { return; }
+      var chars = Array.from(a.replace(/\\s+/g, ""));
+      if (chars.length < 2) { return; }
+      var body = chars.map(function (c) {
+        return c.replace(/[.*+?^${}()|[\\]\\\\/]/g, "\\\\$&");
+      }).join("\\\\s*");
+      var re = new RegExp("(?<![\\\\p{L}\\\\p{N}])" + body + "(?![\\\\p{L}\\\\p{N}])", "giu");
+      var m;
+      while ((m = re.exec(value)) !== null) {
+        found.push([m.index, m.index + m[0].length, qid]);
+      }
+    });
+    found.sort(function (x, y) { return x[0] - y[0] || y[1] - x[1]; });
+    var at = 0;
+    found.forEach(function (f) {
+      if (f[0] < at) { return; }
+      pre.appendChild(document.createTextNode(value.slice(at, f[0])));
+      var m = document.createElement("mark");
+      m.title = f[2];
+      m.setAttribute("data-question", f[2]);
+      m.textContent = value.slice(f[0], f[1]);
+      pre.appendChild(m);
+      at = f[1];
+    });
+    pre.appendChild(document.createTextNode(value.slice(at)));
+  }
   function show(r, tr) {
     var prev = body.querySelector("tr.selected");
     if (prev) { prev.className = "doc"; }
@@ -120,8 +155,13 @@ SCRIPT = """
     h.textContent = "Document " + text(r.doc_id);
     left.appendChild(h);
     var pre = document.createElement("pre");
-    pre.textContent = r.text === null ? "(document text not available: the input files were " +
-      "not readable when this report was built)" : r.text + (r.text_cut ? "\\n[…]" : "");
+    if (r.text === null) {
+      pre.textContent = "(document text not available: the input files were not readable " +
+        "when this report was built)";
+    } else {
+      mark(pre, r.text, r.status === "ok" ? r.answers : {});
+      if (r.text_cut) { pre.appendChild(document.createTextNode("\\n[…]")); }
+    }
     left.appendChild(pre);
     var right = document.createElement("div");
     var h2 = document.createElement("h3");

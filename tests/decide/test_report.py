@@ -35,13 +35,13 @@ DOCS = Path(__file__).parents[2] / "docs"
 def job(tiny_checkpoint, tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("report-job")
     docs = write_docs(where / "in.parquet", 30, seed=11)
-    import polars as pl
-
     frame = pl.read_parquet(docs)
     frame = pl.concat([frame, pl.DataFrame({"doc_id": ["empty-1"], "document": [""]})])
     frame.write_parquet(docs)
+    # `city` is an extract question, so its answers occur in the text: the page marks them.
+    questions = [{**q, "extract": True} if q["id"] == "city" else q for q in QUESTIONS]
     run_job(
-        parse_spec({"questions": QUESTIONS}),
+        parse_spec({"questions": questions}),
         [docs],
         where / "out",
         model=tiny_checkpoint("bert", vocab="small", init_std=0.2),
@@ -348,6 +348,19 @@ def test_page_in_headless_chromium(job: Path) -> None:
         rows[0].click()
         detail = driver.find_element(By.ID, "detail").text
         assert "Document doc-00007" in detail and "confidence" in detail
+        # The city answer is marked where it occurs in the document text, and nothing else is
+        # marked that is not a string answer of this document.
+        answers = json.loads(
+            pl.read_parquet(job / "answers" / "*.parquet").filter(pl.col("doc_id") == "doc-00007")[
+                "answers_json"
+            ][0]
+        )
+        marks = driver.find_elements(By.CSS_SELECTOR, "#detail pre mark")
+        assert marks and {m.get_attribute("data-question") for m in marks} <= {"city", "code"}
+        city = [m.text for m in marks if m.get_attribute("data-question") == "city"]
+        assert city and all(
+            "".join(t.split()).lower() == "".join(answers["city"].split()).lower() for t in city
+        )
         search.clear()
         search.send_keys("document is empty")
         rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
