@@ -3,7 +3,9 @@
 1. Per document and question, on the CPU: building the slot's constraint and its first bitmask,
    for a free string (the shared compiled slot's fresh state) and for an extract question (a
    `SpanSlot` over every span of the document), on documents of growing length, with the GPT-2
-   vocabulary (50,257 tokens) and the bundled model's WordPiece one.
+   vocabulary (50,257 tokens) and the bundled model's WordPiece one. For WordPiece, spans are
+   read off one tokenization of the document; "span-by-span" is the same slot built with one
+   tokenizer reading per span (what GPT-2's byte-level BPE always takes).
 2. End to end with the bundled model: held-out synthetic documents decided with their string
    questions free and extracted: documents per second, forward passes, string-answer accuracy.
 
@@ -23,7 +25,7 @@ import torch
 from tokenizers import Tokenizer
 
 from decide.schemas import Vocabulary, compile_slot
-from decide.schemas.span import SpanSlot
+from decide.schemas.span import SpanSlot, _WordLocal
 from decide.train import synthetic
 from decide.train.evaluate import evaluate_synthetic
 
@@ -49,22 +51,28 @@ def text_of(words: int, seed: int) -> str:
 
 def per_document(
     vocab: Vocabulary, filler: int, schema: dict, text: str, reps: int
-) -> tuple[float, float, int]:
-    """Median ms of (free state + bitmask, span slot + bitmask), and the number of spans."""
+) -> tuple[float, float, float, int]:
+    """Median ms of (free state + bitmask, span slot + bitmask, the same with the tokenizer
+    called span by span), and the number of spans."""
     slot = compile_slot(schema, vocab)
-    free, spans = [], []
+    times: list[list[float]] = [[], [], []]
     count = 0
+    local = _WordLocal.of(vocab)
     for _ in range(reps):
         started = time.perf_counter()
         state = slot.new_constraint(filler)
         state.fill_bitmask(torch.zeros((state.length, state.width), dtype=torch.int32))
-        free.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        span = SpanSlot(slot, filler, text)
-        span.fill_bitmask(torch.zeros((span.length, span.width), dtype=torch.int32))
-        spans.append(time.perf_counter() - started)
-        count = len(span.values)
-    return 1e3 * sorted(free)[reps // 2], 1e3 * sorted(spans)[reps // 2], count
+        times[0].append(time.perf_counter() - started)
+        for k, word_local in ((1, local), (2, None)):
+            vocab._word_local = word_local  # type: ignore[attr-defined]  # None: span by span
+            started = time.perf_counter()
+            span = SpanSlot(slot, filler, text)
+            span.fill_bitmask(torch.zeros((span.length, span.width), dtype=torch.int32))
+            times[k].append(time.perf_counter() - started)
+            count = len(span.values)
+    vocab._word_local = local  # type: ignore[attr-defined]
+    free, spans, by_span = (1e3 * sorted(t)[reps // 2] for t in times)
+    return free, spans, by_span, count
 
 
 def main() -> None:
@@ -85,12 +93,13 @@ def main() -> None:
             per_document(vocab, filler, schema, text_of(20, 0), 1)  # compile outside the timing
             for words in args.words:
                 text = text_of(words, words)
-                free, span, count = per_document(vocab, filler, schema, text, args.reps)
+                free, span, by_span, count = per_document(vocab, filler, schema, text, args.reps)
                 rows.append((name, label, words, count, f"{free:.2f}", f"{span:.2f}",
+                             f"{by_span:.2f}", f"{by_span / span:.2f}×",
                              f"{span / free:.1f}×"))  # fmt: skip
     print(f"Per document and question, median of {args.reps}:\n")
     header = ["vocabulary", "schema", "words", "spans kept", "free ms", "extract ms",
-              "extract / free"]  # fmt: skip
+              "span-by-span ms", "span-by-span / extract", "extract / free"]  # fmt: skip
     print(common.table(header, rows))
 
     loaded = common.load_trained(args.model)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,17 +59,26 @@ def document_spans(
     """Distinct spans of `document` in order of first appearance (whitespace collapsed). A
     sequence of texts (the head and tail a truncation keeps) gives the spans of each text: no
     span runs from one into the next."""
+    return [text for _, _, _, text in _span_places(document, max_words, max_chars)]
+
+
+def _span_places(
+    document: str | Sequence[str], max_words: int, max_chars: int | None
+) -> Iterator[tuple[int, int, int, str]]:
+    """(part, start, end, text) of each distinct span, at its first appearance."""
     parts = [document] if isinstance(document, str) else document
-    seen: dict[str, None] = {}
-    for part in parts:
+    seen: set[str] = set()
+    for p, part in enumerate(parts):
         words = [(m.start(), m.end()) for m in WORD.finditer(part)]
         for i, (start, _) in enumerate(words):
             for j in range(i, min(len(words), i + max_words)):
-                text = " ".join(part[start : words[j][1]].split())
+                end = words[j][1]
+                text = " ".join(part[start:end].split())
                 if max_chars is not None and len(text) > max_chars:
                     break
-                seen.setdefault(text)
-    return list(seen)
+                if text not in seen:
+                    seen.add(text)
+                    yield p, start, end, text
 
 
 def in_document(answer: str, document: str) -> bool:
@@ -98,11 +107,11 @@ class DocumentSpans:
         max_words: int = MAX_SPAN_WORDS,
     ) -> None:
         self.vocab = vocab
-        spans = document_spans(document, max_words=max_words, max_chars=max_chars)
-        texts = [json.dumps(s, ensure_ascii=False) for s in spans] + ["null"]
+        parts = [document] if isinstance(document, str) else list(document)
+        places = list(_span_places(parts, max_words, max_chars))
         self.entries: list[tuple[tuple[int, ...], str]] = []
         seen: set[tuple[int, ...]] = set()
-        for spelled in _encode_all(vocab, texts):
+        for spelled in [*_spell_spans(vocab, parts, places), _encode_all(vocab, ["null"])[0]]:
             if spelled is None or spelled[0] in seen:
                 continue
             seen.add(spelled[0])
@@ -223,6 +232,113 @@ def _encode_all(
             data = None if ids is None else vocab.detokenize(ids)
         out.append(None if ids is None else (tuple(ids), data.decode("utf-8")))
     return out
+
+
+def _spell_spans(
+    vocab: Vocabulary, parts: Sequence[str], places: Sequence[tuple[int, int, int, str]]
+) -> list[tuple[tuple[int, ...], str] | None]:
+    """`_encode_all` of each span's JSON text, in the order of `places`. With a word-local
+    tokenizer (`_WordLocal`) most spans are read off one tokenization of their part: a span
+    whose ends fall on the part's pre-token boundaries is spelled by the tokens between them,
+    inside the tokens of its quotes, exactly as the tokenizer reads the span alone. The others
+    (an end inside a pre-token, a character JSON escapes, a token with no spelling) take the
+    tokenizer's own call."""
+    out: list[tuple[tuple[int, ...], str] | None] = [None] * len(places)
+    local = _WordLocal.of(vocab)
+    slow: list[int] = []
+    read: dict[int, _PartTokens] = {}
+    for n, (p, start, end, text) in enumerate(places):
+        ids = None
+        if local is not None and _JSON_ESCAPED.search(text) is None:
+            if p not in read:
+                read[p] = _PartTokens(local, parts[p])
+            ids = read[p].between(start, end)
+        if ids is not None:
+            ids = (local.quote, *ids, local.quote)  # type: ignore[union-attr]
+            try:
+                out[n] = (ids, vocab.detokenize(ids).decode("utf-8"))
+                continue
+            except KeyError:
+                pass
+        slow.append(n)
+    texts = [json.dumps(places[n][3], ensure_ascii=False) for n in slow]
+    for n, spelled in zip(slow, _encode_all(vocab, texts), strict=True):
+        out[n] = spelled
+    return out
+
+
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+class _WordLocal:
+    """A WordPiece tokenizer whose normalizer works character by character and whose
+    pre-tokenizer splits at every whitespace and punctuation character (BERT's, optionally with
+    digits split): a pre-token never runs across a span's end, so a span's tokens do not depend
+    on the text around it."""
+
+    NORMALIZERS = frozenset({None, "BertNormalizer", "Lowercase", "NFD", "StripAccents"})
+    PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Digits"})
+
+    def __init__(self, tokenizer: Any, prefix: str, quote: int) -> None:
+        self.tokenizer = tokenizer
+        self.prefix = prefix
+        self.quote = quote
+
+    @classmethod
+    def of(cls, vocab: Vocabulary) -> _WordLocal | None:
+        tokenizer = vocab.tokenizer
+        if tokenizer is None:
+            return None
+        cached = getattr(vocab, "_word_local", False)
+        if cached is not False:
+            return cached
+        found = None
+        spec = json.loads(tokenizer.to_str())
+        model = spec.get("model") or {}
+        if (
+            model.get("type") == "WordPiece"
+            and _types(spec.get("normalizer")) <= cls.NORMALIZERS
+            and "BertPreTokenizer" in _types(spec.get("pre_tokenizer"))
+            and _types(spec.get("pre_tokenizer")) <= cls.PRE_TOKENIZERS
+        ):
+            quote = tokenizer.encode('"', add_special_tokens=False).ids
+            if len(quote) == 1:
+                found = cls(tokenizer, model.get("continuing_subword_prefix") or "##", quote[0])
+        vocab._word_local = found  # type: ignore[attr-defined]
+        return found
+
+
+def _types(component: Any) -> set[str | None]:
+    """The `type` of a tokenizer component, or of each member of a Sequence."""
+    if component is None:
+        return {None}
+    if component.get("type") == "Sequence":
+        members = component.get("normalizers") or component.get("pretokenizers") or []
+        return set().union(*(_types(m) for m in members)) if members else {None}
+    return {component.get("type")}
+
+
+class _PartTokens:
+    """One tokenization of a text, indexed by the character offsets where a pre-token starts
+    and ends (a token that does not continue the one before starts a pre-token)."""
+
+    def __init__(self, local: _WordLocal, text: str) -> None:
+        encoding = local.tokenizer.encode(text, add_special_tokens=False)
+        self.ids = encoding.ids
+        starts_word = [not t.startswith(local.prefix) for t in encoding.tokens]
+        self.starts: dict[int, int] = {}
+        self.ends: dict[int, int] = {}
+        for k, (a, b) in enumerate(encoding.offsets):
+            if starts_word[k]:
+                self.starts.setdefault(a, k)
+            if k + 1 == len(starts_word) or starts_word[k + 1]:
+                self.ends[b] = k
+
+    def between(self, start: int, end: int) -> tuple[int, ...] | None:
+        i, j = self.starts.get(start), self.ends.get(end)
+        if i is None or j is None or j < i:
+            return None
+        return tuple(self.ids[i : j + 1])
 
 
 __all__ = [

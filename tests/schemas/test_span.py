@@ -16,6 +16,8 @@ import jsonschema
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from decide.engine.constraints import InfeasibleSlot, SlotConstraint
@@ -24,6 +26,8 @@ from decide.schemas.span import (
     DocumentSpans,
     NoSpan,
     SpanSlot,
+    _encode_all,
+    _WordLocal,
     check_extract_schema,
     document_spans,
     in_document,
@@ -38,6 +42,9 @@ def vocabulary(path: Path) -> tuple[Vocabulary, int]:
     tokenizer = Tokenizer.from_file(str(path))
     filler = tokenizer.get_vocab_size()  # one past the vocabulary: never spells text
     return Vocabulary.from_tokenizer(tokenizer, excluded={filler}), filler
+
+
+WORDPIECE_VOCAB = vocabulary(WORDPIECE)
 
 
 @pytest.fixture(scope="module", params=["gpt2", "wordpiece"])
@@ -220,3 +227,41 @@ def test_accepts_many_agrees_with_accepts(schema):
     texts += [f'"{t}"' for t in texts[:200]] + ['"ab"', '"ab"', "null"]  # duplicates, prefixes
     assert language.accepts_many(texts) == [language.accepts(t) for t in texts]
     assert any(language.accepts_many(texts)) and not all(language.accepts_many(texts))
+
+
+PIECES = ["Clara", "O'Brien", "Jean-Luc", "U.S.", "12,500", "$7,000", "°C", "€5", "naïve",
+          "nai\u0308ve", "e\u0301t\u00e9", "東京", "😀", '"quoted"', "back\\slash", "\x01", "tab\there",
+          "_under_score", "B&B", "a/b", "ﬁne", "\u00a0", "\u200b", "हिन्दी", "서울", "Ωmega", "x²",
+          "’s", "--", "...", "\n", " ", ",", "unaffable", "Tulsa,OK", "[UNK]", "##ing"]  # fmt: skip
+
+
+def slow_entries(vocab: Vocabulary, parts: list[str], max_chars: int | None):
+    """What `DocumentSpans` must hold: every span's JSON text through the tokenizer's own call."""
+    texts = [json.dumps(s, ensure_ascii=False) for s in document_spans(parts, max_chars=max_chars)]
+    out, seen = [], set()
+    for spelled in _encode_all(vocab, [*texts, "null"]):
+        if spelled is not None and spelled[0] not in seen:
+            seen.add(spelled[0])
+            out.append(spelled)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=30), min_size=1, max_size=2),
+    st.sampled_from([None, 6, 24]),
+)
+def test_spans_read_off_one_tokenization_equal_the_tokenizers_own_reading(parts, max_chars):
+    """For a word-local tokenizer (the bundled WordPiece), most spans are spelled from one
+    tokenization of the document; every entry must equal what the tokenizer gives the span
+    alone, in the same order, whatever the document holds."""
+    vocab, _ = WORDPIECE_VOCAB
+    texts = [" ".join(p) if len(p) % 2 else "".join(p) for p in parts]  # glued and spaced
+    assert DocumentSpans(texts, vocab, max_chars).entries == slow_entries(vocab, texts, max_chars)
+
+
+def test_the_bundled_tokenizer_is_word_local_and_gpt2_is_not():
+    assert _WordLocal.of(WORDPIECE_VOCAB[0]) is not None
+    assert _WordLocal.of(vocabulary(GPT2)[0]) is None  # byte-level BPE: its own call per span
+    spans = DocumentSpans(DOCUMENT * 3, WORDPIECE_VOCAB[0])
+    assert spans.entries == slow_entries(WORDPIECE_VOCAB[0], [DOCUMENT * 3], None)
