@@ -11,7 +11,9 @@
 - Parallelism: answer tokens per forward pass at threshold 0.9 against one token per step, with
   accuracy for both.
 - Extract: the same synthetic documents with every string question (names, cities, products)
-  marked `extract: true`, so its answer must be a span of the document, next to free strings.
+  marked `extract: true`, so its answer must be a span of the document, next to free strings;
+  and with the integer questions (amounts, limits, days) marked as well, so each is a number the
+  document states.
 
     python benchmarks/accuracy.py                   # 300 synthetic documents, all 400 MAMS reviews
     python benchmarks/accuracy.py --docs 100 --mams 100
@@ -30,12 +32,17 @@ from decide.jobs.spec import Decoding
 from decide.train.evaluate import evaluate_mams, evaluate_synthetic, synthetic_documents
 from decide.train.synthetic import CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS
 
-STRING_QUESTIONS = {
-    q["id"]
-    for questions in (CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS)
-    for q in questions
-    if q["schema"].get("type") == "string"
-}
+
+def questions_of(kind: str) -> set[str]:
+    return {
+        q["id"]
+        for questions in (CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS)
+        for q in questions
+        if q["schema"].get("type") == kind
+    }
+
+
+STRING_QUESTIONS, INTEGER_QUESTIONS = questions_of("string"), questions_of("integer")
 
 
 def pct(x: float) -> str:
@@ -64,14 +71,15 @@ def main() -> None:
     separate = evaluate_synthetic(engine(), docs, joint=False)
     serial = evaluate_synthetic(engine(max_tokens_per_step=1), docs, joint=True)
     extracted = evaluate_synthetic(engine(), docs, joint=True, extract=True)
+    numbers = evaluate_synthetic(engine(), docs, joint=True, extract=("string", "integer"))
     mams = evaluate_mams(engine(), limit=args.mams)
     seconds = time.monotonic() - started
 
     print(
         f"| synthetic, held-out templates and entities ({args.docs} documents) | free strings "
-        "| strings extracted | target |"
+        "| strings extracted | strings and integers extracted | target |"
     )
-    print("|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|")
     rows = (
         (f"stated facts, exact match ({joint.stated.total})", "stated", "≥ 95 %"),
         (f"derived answers, exact match ({joint.derived.total})", "derived", "≥ 85 %"),
@@ -79,7 +87,8 @@ def main() -> None:
     )
     for name, attr, target in rows:
         free, spans = getattr(joint, attr).rate, getattr(extracted, attr).rate
-        print(f"| {name} | {pct(free)} | {pct(spans)} | {target} |")
+        both = getattr(numbers, attr).rate
+        print(f"| {name} | {pct(free)} | {pct(spans)} | {pct(both)} | {target} |")
     print()
     print(f"| MAMS-ACSA val ({min(args.mams, 400)} reviews) | model | majority baseline | target |")
     print("|---|---:|---:|---:|")
@@ -117,8 +126,13 @@ def main() -> None:
     strings = sorted(q for q in extracted.per_question if q in STRING_QUESTIONS)
     print("string questions extracted (joint): " + ", ".join(
         f"{q} {pct(extracted.per_question[q].rate)}" for q in strings))  # fmt: skip
+    integers = sorted(q for q in numbers.per_question if q in INTEGER_QUESTIONS)
+    print("integer questions, free -> extracted (joint): " + ", ".join(
+        f"{q} {pct(joint.per_question[q].rate)} -> {pct(numbers.per_question[q].rate)}"
+        for q in integers))  # fmt: skip
     print(f"forward passes/doc: free strings {joint.nfe / args.docs:.1f}, "
-          f"extracted {extracted.nfe / args.docs:.1f}")  # fmt: skip
+          f"strings extracted {extracted.nfe / args.docs:.1f}, "
+          f"strings and integers extracted {numbers.nfe / args.docs:.1f}")  # fmt: skip
     print(f"evaluation time: {seconds / 60:.1f} min")
 
 

@@ -27,7 +27,15 @@ from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
-from decide.schemas.span import DocumentSpans, NoSpan, SpanSlot, in_document
+from decide.schemas.span import (
+    DocumentNumbers,
+    DocumentSpans,
+    NoSpan,
+    SpanSlot,
+    extract_kind,
+    in_document,
+    number_in_document,
+)
 
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
 from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
@@ -223,21 +231,33 @@ class DecisionEngine:
 
     def _spans(self, item: Item, constraints: list | None, parts: tuple[str, ...]) -> list:
         """The document's constraints with a `SpanSlot` for every extract question, over the
-        spans of the parts of the document its prompt keeps (all of it unless truncated)."""
+        spans (or numbers) of the parts of the document its prompt keeps (all of it unless
+        truncated)."""
         filler = self.packer.filler_id
         out = constraints or [q.slot.new_constraint(filler) for q in item.questions]
-        # One tokenization of the document's spans for all its extract questions, cut at the
-        # longest `maxLength` among them (none when one of them has no such bound).
         extract = [q for q in item.questions if q.extract]
+        kinds = {q.id: extract_kind(q.schema) for q in extract}
+        vocab = extract[0].slot.vocab
+        # One tokenization of the document's spans for all its span questions, cut at the
+        # longest `maxLength` among them (none when one of them has no such bound); one list of
+        # its numbers for all its numeric ones.
         limits = [
-            q.schema.get("maxLength") if isinstance(q.schema, dict) else None for q in extract
+            q.schema.get("maxLength") if isinstance(q.schema, dict) else None
+            for q in extract
+            if kinds[q.id] == "spans"
         ]
-        longest = None if None in limits else max(limits)
-        spans = DocumentSpans(parts, extract[0].slot.vocab, longest)
+        choices = {
+            "spans": lambda: DocumentSpans(parts, vocab, None if None in limits else max(limits)),
+            "numbers": lambda: DocumentNumbers(parts, vocab),
+        }
+        built: dict[str, DocumentSpans | DocumentNumbers] = {}
         for k, q in enumerate(item.questions):
             if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
+                kind = kinds[q.id]
+                if kind not in built:
+                    built[kind] = choices[kind]()
                 try:
-                    out[k] = SpanSlot(q.slot, filler, spans)
+                    out[k] = SpanSlot(q.slot, filler, built[kind])
                 except NoSpan as exc:
                     raise NoSpan(f"question {q.id!r} (extract): {exc}") from exc
         return out
@@ -278,7 +298,7 @@ class DecisionEngine:
                     decision.error = f"internal error decoding {question.id!r} (a bug): {exc}"
                     return decision
                 value = decoded.value
-                if question.extract and isinstance(value, str) and not in_document(value, text):
+                if question.extract and not _copied(value, text):
                     log.error("an extract answer is not in its document (a bug)")
                     decision.error = (
                         f"internal error: extract answer {value!r} of {question.id!r} is not in "
@@ -300,6 +320,15 @@ class DecisionEngine:
         decision.answers_json = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
         decision.confidence = {q.id: confidence[q.id] for q in item.questions}
         return decision
+
+
+def _copied(value: Any, text: str) -> bool:
+    """Whether an extract answer is a span or a number of its document (or `null`)."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return in_document(value, text)
+    return number_in_document(value, text)
 
 
 def _narrowed(doc: PackedDocument) -> dict[str, int]:

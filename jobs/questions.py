@@ -81,5 +81,5 @@ def refuse_ruled_extract(ruleset: RuleSet, questions: list[CompiledQuestion]) ->
         if q.extract and q.id in ruleset.slot_atoms:
             raise SchemaError(
                 f"/properties/{q.id}", "extract", "rules cannot constrain an extract question "
-                "(its answers are spans of each document)"
+                "(its answers are spans or numbers of each document)"
             )  # fmt: skip

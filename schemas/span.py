@@ -1,4 +1,4 @@
-"""Extractive slots: a string answer that must be copied from its own document.
+"""Extractive slots: an answer that must be copied from its own document.
 
 A question marked `extract: true` ("the claimant's name", "the clause cited") may only answer a
 *span* of the document: one to `MAX_SPAN_WORDS` consecutive words, from the first character of a
@@ -14,6 +14,11 @@ a neighbouring word ("aliceville", "clara henderson" for "Clara Olsen") cannot b
 sampler decides spans position by position (`options()` is None; see there why). Word boundaries
 come from `WORD`: letters and digits, joined inside a word by one of `' ’ - . & /` ("O'Brien",
 "Jean-Luc", "U.S", "B&B").
+
+A numeric extract question (a schema that admits integers or numbers but no strings: "the claimed
+amount") may only answer a number the document states (`NUMBER`, `document_numbers`: "$12,500.00"
+is 12500), by the same `SpanSlot` over the tokenizer's spelling of each number's canonical JSON;
+its schema's bounds still apply. A copied amount cannot gain or lose a digit.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,16 +47,30 @@ class NoSpan(ValueError):
     """No span of the document is a value of the question's schema."""
 
 
-def check_extract_schema(schema: Any) -> None:
-    """Refuse `extract` on a schema that admits no string (the pointer is into the schema)."""
+def extract_kind(schema: Any) -> str:
+    """What an extract question copies from its document, by its schema's `type`: "spans" (a
+    schema that admits strings, or names no type) or "numbers" (one that admits integers or
+    numbers but no strings). A schema that admits neither is refused (the pointer is into the
+    schema)."""
     if schema is False:
         raise UnsupportedSchema("", "extract", "the schema admits no value")
     kind = schema.get("type") if isinstance(schema, dict) else None
     kinds = [kind] if isinstance(kind, str) else kind
-    if kinds is not None and "string" not in kinds:
-        raise UnsupportedSchema(
-            "/type", "extract", f"extract answers are strings; this schema's type is {kind!r}"
-        )
+    if kinds is None or "string" in kinds:
+        return "spans"
+    if "integer" in kinds or "number" in kinds:
+        return "numbers"
+    raise UnsupportedSchema(
+        "/type",
+        "extract",
+        "extract answers are strings or numbers copied from the document; this schema's type "
+        f"is {kind!r}",
+    )
+
+
+def check_extract_schema(schema: Any) -> None:
+    """Refuse `extract` on a schema that admits neither strings nor numbers (`extract_kind`)."""
+    extract_kind(schema)
 
 
 def document_spans(
@@ -94,10 +114,68 @@ def _plain(text: str) -> str:
     return "".join(kept).casefold()
 
 
+# A number as documents write it: digits with commas between groups of three ("12,500"), an
+# optional decimal part after a full stop, an optional minus sign directly before the digits.
+# Not a number: digits inside a word ("A320"), a part of a dotted run ("1.2.3", "v2.0.1"), or a
+# minus that joins two numbers ("2019-2020", "10-12" read 2019, 2020, 10 and 12).
+NUMBER = re.compile(
+    r"(?:(?<![\w.])([-−]))?(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?!\d)(?!\.\d)"
+)
+
+
+def document_numbers(document: str | Sequence[str]) -> list[str]:
+    """The distinct numbers `document` states, as canonical JSON numbers in order of first
+    appearance ("$12,500.00" → `12500`, "2.50" → `2.5`, "-3" → `-3`). A sequence of texts (the
+    head and tail a truncation keeps) gives the numbers of each text."""
+    parts = [document] if isinstance(document, str) else document
+    out: dict[str, None] = {}
+    for part in parts:
+        for match in NUMBER.finditer(part):
+            out.setdefault(_canonical_number(*match.groups()), None)
+    return list(out)
+
+
+def _canonical_number(sign: str, whole: str, fraction: str | None) -> str:
+    value = Decimal(("-" if sign else "") + whole.replace(",", "") + "." + (fraction or "0"))
+    if value == value.to_integral_value():
+        return str(int(value))  # also "-0" → "0"
+    return format(value.normalize(), "f")
+
+
+def number_in_document(value: Any, document: str) -> bool:
+    """Whether the number `value` is one `document` states (`document_numbers`): the check every
+    numeric extract answer gets after decoding, independent of how the slot was built."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    wanted = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    return any(Decimal(n) == wanted for n in document_numbers(document))
+
+
+class DocumentNumbers:
+    """A document's numbers (`document_numbers`) as one vocabulary spells them: (token ids, JSON
+    text) per number, plus `null`; the entries a numeric extract question's `SpanSlot` chooses
+    from. Built once per document and shared by its numeric extract questions."""
+
+    what = "number"
+
+    def __init__(self, document: str | Sequence[str], vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        texts = [*document_numbers(document), "null"]
+        self.entries: list[tuple[tuple[int, ...], str]] = []
+        seen: set[tuple[int, ...]] = set()
+        for spelled in _encode_all(vocab, texts):
+            if spelled is None or spelled[0] in seen:
+                continue
+            seen.add(spelled[0])
+            self.entries.append(spelled)
+
+
 class DocumentSpans:
     """A document's spans as one vocabulary spells them: (token ids, JSON text) per distinct
     spelling, plus `null`. Built once per document and shared by its extract questions; for a
     truncated document, from the parts the model sees (see `document_spans`)."""
+
+    what = "span"
 
     def __init__(
         self,
@@ -119,10 +197,14 @@ class DocumentSpans:
 
 
 class SpanSlot:
-    """Per-document `SlotConstraint` of an extract question: a finite set of span spellings."""
+    """Per-document `SlotConstraint` of an extract question: a finite set of spellings of the
+    document's spans (`DocumentSpans`) or of its numbers (`DocumentNumbers`)."""
 
     def __init__(
-        self, compiled: CompiledSlot, filler_id: int, document: str | DocumentSpans
+        self,
+        compiled: CompiledSlot,
+        filler_id: int,
+        document: str | DocumentSpans | DocumentNumbers,
     ) -> None:
         self.compiled = compiled
         self.filler = int(filler_id)
@@ -139,11 +221,12 @@ class SpanSlot:
         accepted = compiled.language.accepts_many([text for _, text in fits])
         kept = [entry for entry, ok in zip(fits, accepted, strict=True) if ok]
         if not kept:
-            raise NoSpan("no span of the document is a value of this question's schema")
+            raise NoSpan(f"no {document.what} of the document is a value of this question's schema")
         self.values = [text for _, text in kept]  # JSON text of each admissible answer
         self.table = np.full((len(kept), self._length), self.filler, dtype=np.int64)  # [K, L]
         for k, (ids, _) in enumerate(kept):
             self.table[k, : len(ids)] = ids
+        self.what = document.what
         self.alive = np.ones(len(kept), dtype=bool)
         self.tokens = np.full(self._length, -1, dtype=np.int64)
         from decide.engine.constraints import bitmask_width
@@ -175,7 +258,9 @@ class SpanSlot:
 
         check_bitmask(out, self._length, self.width)
         if not self.feasible():
-            raise InfeasibleSlot("no span of the document is consistent with the committed tokens")
+            raise InfeasibleSlot(
+                f"no {self.what} of the document is consistent with the committed tokens"
+            )
         live = self.table[self.alive]  # [k, L]
         rows = np.zeros((self._length, out.shape[1]), dtype=np.uint32)
         for p in range(self._length):
@@ -343,10 +428,15 @@ class _PartTokens:
 
 __all__ = [
     "MAX_SPAN_WORDS",
+    "NUMBER",
+    "DocumentNumbers",
     "DocumentSpans",
     "NoSpan",
     "SpanSlot",
     "check_extract_schema",
+    "document_numbers",
     "document_spans",
+    "extract_kind",
     "in_document",
+    "number_in_document",
 ]

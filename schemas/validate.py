@@ -15,7 +15,7 @@ from typing import Any
 from .errors import SchemaError
 from .language import compile_language
 from .slot import DEFAULT_MAX_TOKENS, compile_slot
-from .span import check_extract_schema
+from .span import extract_kind
 from .vocab import Vocabulary
 
 
@@ -26,7 +26,7 @@ class QuestionReport:
     slot_length: int | None = None
     values: int | None = None  # number of admissible values when the language is small
     truncated: bool = False  # some values need more than slot_length tokens
-    extract: bool = False  # answers are spans of each document
+    extract: str | None = None  # "spans" or "numbers": answers copied from each document
     pointer: str | None = None
     keyword: str | None = None
     message: str | None = None
@@ -40,20 +40,19 @@ def check_questions(
     extract: Iterable[str] = (),
 ) -> list[QuestionReport]:
     """Per question: supported (slot length when `vocab` is given) or refused (pointer, keyword).
-    Questions whose ids are in `extract` must also admit strings (`check_extract_schema`)."""
+    Questions whose ids are in `extract` must admit strings or numbers (`extract_kind`)."""
     out = []
     extract = set(extract)
     for qid, schema in questions:
         try:
-            if qid in extract:
-                check_extract_schema(schema)
+            kind = extract_kind(schema) if qid in extract else None
             if vocab is None:
                 compile_language(schema)
-                out.append(QuestionReport(qid, True, extract=qid in extract))
+                out.append(QuestionReport(qid, True, extract=kind))
             else:
                 slot = compile_slot(schema, vocab, max_tokens=max_tokens)
                 n = None if slot.values is None else len(slot.values)
-                report = QuestionReport(qid, True, slot.length, n, slot.truncated, qid in extract)
+                report = QuestionReport(qid, True, slot.length, n, slot.truncated, kind)
                 out.append(report)
         except SchemaError as exc:
             out.append(
@@ -76,7 +75,7 @@ def render_table(reports: list[QuestionReport]) -> str:
             if r.truncated:
                 detail.append("longer values cut at slot length")
             if r.extract:
-                detail.append("extract: spans of each document")
+                detail.append(f"extract: {r.extract} of each document")
             rows.append((r.question_id, "supported", slot, ", ".join(detail)))
         else:
             rows.append((r.question_id, "refused", "-", f"{r.pointer} {r.keyword}: {r.message}"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,14 +68,21 @@ def synthetic_documents(count: int, seed: int = 1234) -> list[tuple[str, list[di
     return out
 
 
-def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: bool = False) -> list:
-    if extract:  # every string question answers with a span of its document
-        questions = [{**q, "extract": _is_string(q["schema"])} for q in questions]
+def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: Extract = False) -> list:
+    types = EXTRACT_TYPES[extract] if isinstance(extract, bool) else set(extract)
+    if types:  # questions of these types answer with a span (a number) of their document
+        questions = [{**q, "extract": _type(q["schema"]) in types} for q in questions]
     return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
 
 
-def _is_string(schema: Any) -> bool:
-    return isinstance(schema, dict) and schema.get("type") == "string"
+# `extract=True` marks string questions only (names, cities, products); pass the JSON types to
+# mark, e.g. ("string", "integer"), to extract amounts and counts as well.
+Extract = bool | Collection[str]
+EXTRACT_TYPES: dict[bool, set[str]] = {False: set(), True: {"string"}}
+
+
+def _type(schema: Any) -> Any:
+    return schema.get("type") if isinstance(schema, dict) else None
 
 
 def _decide(engine: DecisionEngine, items: list[Item]) -> dict[Any, Decision]:
@@ -110,10 +117,11 @@ def evaluate_synthetic(
     engine: DecisionEngine,
     docs: list[tuple[str, list[dict], dict]],
     joint: bool = True,
-    extract: bool = False,
+    extract: Extract = False,
 ) -> SyntheticReport:
     """Decide every document (all its questions in one block, or each question alone); with
-    `extract`, every string question answers with a span of its document."""
+    `extract`, every string question answers with a span of its document (or every question of
+    the JSON types `extract` lists: a span or a number the document states)."""
     import time
 
     started = time.monotonic()

@@ -15,12 +15,13 @@ def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
         {"id": "kind", "text": "Kind?", "schema": {"enum": ["auto", "home"]}},
         {"id": "n", "text": "N?", "schema": {"type": "integer", "minimum": 0, "maximum": 999}},
         {"id": "who", "text": "Who?", "schema": {"type": "string", "maxLength": 20}, "extract": True},
+        {"id": "sum", "text": "Sum?", "schema": {"type": "integer", "minimum": 0}, "extract": True},
     ]}  # fmt: skip
     bad = {"questions": [
         *good["questions"],
         {"id": "host", "text": "Host?", "schema": {"type": "string", "format": "hostname"}},
         {"id": "none", "text": "?", "schema": {"type": "integer", "minimum": 5, "maximum": 1}},
-        {"id": "days", "text": "?", "schema": {"type": "integer"}, "extract": True},
+        {"id": "late", "text": "?", "schema": {"type": "boolean"}, "extract": True},
     ]}  # fmt: skip
     (tmp_path / "good.json").write_text(json.dumps(good))
     (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -30,16 +31,16 @@ def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
     assert "supported" in lines["kind"] and "2 values" in lines["kind"]
     assert "supported" in lines["n"]
     assert "supported" in lines["who"] and "extract: spans of each document" in lines["who"]
-    assert "all 3 questions supported" in ok.output
+    assert "supported" in lines["sum"] and "extract: numbers of each document" in lines["sum"]
+    assert "all 4 questions supported" in ok.output
     refused = CliRunner().invoke(main, ["validate", str(tmp_path / "bad.json"), "--model", model])
     assert refused.exit_code == 2
     lines = {line.split()[0]: line for line in refused.output.splitlines() if line.strip()}
     assert "refused" in lines["host"] and "/format format" in lines["host"]
     assert "refused" in lines["none"] and "no value satisfies" in lines["none"]
-    assert (
-        "refused" in lines["days"] and "/type extract: extract answers are strings" in lines["days"]
-    )
-    assert "3 of 6 questions refused: host, none, days" in refused.output
+    assert "refused" in lines["late"]
+    assert "/type extract: extract answers are strings or numbers" in lines["late"]
+    assert "3 of 7 questions refused: host, none, late" in refused.output
     missing = CliRunner().invoke(main, ["validate", str(tmp_path / "nope.json"), "--model", model])
     assert missing.exit_code == 2 and "cannot read" in missing.output
 

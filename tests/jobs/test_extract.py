@@ -17,7 +17,7 @@ from helpers.jobdata import check_output, read_answers, write_docs
 from decide import Decider
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
-from decide.schemas.span import document_spans, in_document
+from decide.schemas.span import document_spans, in_document, number_in_document
 from decide.train.synthetic import sample_document
 
 QUESTIONS = [
@@ -73,6 +73,49 @@ def test_extract_answers_are_spans_of_their_document(model_type, models, tmp_pat
     assert outside(results["free"], docs) > 10  # the control: random free strings are not spans
 
 
+NUMBER_QUESTIONS = [
+    {"id": "amount", "text": "How many dollars are claimed?", "extract": True,
+     "schema": {"type": "integer", "minimum": 1, "maximum": 100000}},
+    {"id": "rate", "text": "What rate applies?", "extract": True,
+     "schema": {"type": ["number", "null"], "minimum": 0, "maximum": 10}},
+    QUESTIONS[0],  # a span question in the same block: both kinds per document
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", ["llada", "bert"])
+def test_numeric_extract_answers_are_numbers_of_their_document(model_type, models, tmp_path):
+    rng = random.Random(5)
+    docs = {}
+    for i in range(16):
+        amount, limit = rng.randrange(100, 99000), rng.randrange(1000, 99000, 500)
+        docs[f"d{i}"] = (f"Claim {i + 1} from Denver: ${amount:,} of damage, limit {limit:,}, "
+                         f"rate {rng.randrange(1, 999) / 100}, filed on day {rng.randrange(1, 31)}.")  # fmt: skip
+    docs["none"] = "Storm damage in Boston, amount to follow."  # no number for `amount`
+    path = tmp_path / "in.parquet"
+    pl.DataFrame({"doc_id": list(docs), "document": list(docs.values())}).write_parquet(path)
+    results = {}
+    for name, questions in (("extract", NUMBER_QUESTIONS), ("free", free(NUMBER_QUESTIONS))):
+        run_job(parse_spec({"questions": questions}), [path], tmp_path / name,
+                model=models[model_type], batch_size=8, progress=False)  # fmt: skip
+        results[name] = check_output(tmp_path / name, set(docs), free(NUMBER_QUESTIONS))
+    none = results["extract"].filter(pl.col("doc_id") == "none").row(0, named=True)
+    assert none["status"] == "error" and "'amount' (extract)" in none["error"]
+    assert "no number of the document" in none["error"]
+
+    def copied(frame: pl.DataFrame) -> list[bool]:
+        out = []
+        for row in frame.filter(pl.col("status") == "ok").iter_rows(named=True):
+            answers = json.loads(row["answers_json"])
+            out.append(number_in_document(answers["amount"], docs[row["doc_id"]]))
+            rate = answers["rate"]
+            out.append(rate is None or number_in_document(rate, docs[row["doc_id"]]))
+            out.append(in_document(answers["city"], docs[row["doc_id"]]))
+        return out
+
+    assert len(copied(results["extract"])) == 3 * 16 and all(copied(results["extract"]))
+    assert copied(results["free"]).count(False) > 8  # the control: random numbers are not stated
+
+
 def test_per_row_extract_and_the_python_api(models, tmp_path) -> None:
     row_questions = [
         {"id": "city", "text": "Which city?", "schema": json.dumps(QUESTIONS[0]["schema"]),
@@ -120,9 +163,9 @@ def test_truncated_documents_offer_spans_of_what_the_model_sees(models) -> None:
 
 def test_extract_refusals_name_the_question(models, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 2)
-    number = {"id": "days", "text": "Days?", "extract": True, "schema": {"type": "integer"}}
-    with pytest.raises(SpecError, match=r"question 'days': schema refused: /type: extract"):
-        run_job(parse_spec({"questions": [number]}), [path], tmp_path / "o1",
+    late = {"id": "late", "text": "Late?", "extract": True, "schema": {"type": "boolean"}}
+    with pytest.raises(SpecError, match=r"question 'late': schema refused: /type: extract"):
+        run_job(parse_spec({"questions": [late]}), [path], tmp_path / "o1",
                 model=models["llada"], progress=False)  # fmt: skip
     # Rules test finite questions only; an extract enum is finite, but its answers differ per
     # document, so rules over it are refused up front.

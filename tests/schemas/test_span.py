@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import jsonschema
@@ -23,14 +24,18 @@ from tokenizers import Tokenizer
 from decide.engine.constraints import InfeasibleSlot, SlotConstraint
 from decide.schemas import UnsupportedSchema, Vocabulary, compile_language, compile_slot
 from decide.schemas.span import (
+    DocumentNumbers,
     DocumentSpans,
     NoSpan,
     SpanSlot,
     _encode_all,
     _WordLocal,
     check_extract_schema,
+    document_numbers,
     document_spans,
+    extract_kind,
     in_document,
+    number_in_document,
 )
 
 GPT2 = Path(__file__).parents[1] / "data" / "gpt2" / "tokenizer.json"
@@ -161,13 +166,17 @@ def test_no_span_and_wrong_schemas_are_refused():
     voc, filler = vocabulary(GPT2)
     with pytest.raises(NoSpan, match="no span"):
         SpanSlot(compile_slot({"type": "string", "pattern": "^[0-9]{5}$"}, voc), filler, DOCUMENT)
-    with pytest.raises(UnsupportedSchema) as info:
-        check_extract_schema({"type": "integer"})
-    assert info.value.pointer == "/type" and info.value.keyword == "extract"
+    for refused in ({"type": "boolean"}, {"type": ["object", "null"]}):
+        with pytest.raises(UnsupportedSchema) as info:
+            check_extract_schema(refused)
+        assert info.value.pointer == "/type" and info.value.keyword == "extract"
     with pytest.raises(UnsupportedSchema):
         check_extract_schema(False)
-    check_extract_schema({"type": ["string", "null"]})
-    check_extract_schema({"enum": ["Tulsa", "Boston"]})
+    assert extract_kind({"type": ["string", "null"]}) == "spans"
+    assert extract_kind({"enum": ["Tulsa", "Boston"]}) == "spans"
+    assert extract_kind({"type": ["string", "integer"]}) == "spans"  # strings win: a span
+    assert extract_kind({"type": "integer", "minimum": 0}) == "numbers"
+    assert extract_kind({"type": ["number", "null"]}) == "numbers"
 
 
 def test_enum_extract_answers_only_values_in_the_document():
@@ -265,3 +274,94 @@ def test_the_bundled_tokenizer_is_word_local_and_gpt2_is_not():
     assert _WordLocal.of(vocabulary(GPT2)[0]) is None  # byte-level BPE: its own call per span
     spans = DocumentSpans(DOCUMENT * 3, WORDPIECE_VOCAB[0])
     assert spans.entries == slow_entries(WORDPIECE_VOCAB[0], [DOCUMENT * 3], None)
+
+
+# Numeric extract: numbers the document states.
+
+NUMBERS = [
+    ("Claim of $12,500.00 filed", ["12500"]),
+    ("7,000 dollars, USD 1,234,567 and $950", ["7000", "1234567", "950"]),
+    ("rates 0.50 and 2.25%, -5 degrees, (-4) and −3", ["0.5", "2.25", "-5", "-4", "-3"]),
+    ("on 2024-03-05 at 10:30, pages 10-12", ["2024", "3", "5", "10", "30", "12"]),
+    ("flight A320, version 1.2.3, v2.0 and 5th", ["5"]),  # in a word or a dotted run: no
+    ("It was 12. Then 12.0 and 012", ["12"]),  # one number, however written
+    ("no digits here", []),
+]
+
+
+@pytest.mark.parametrize(("text", "numbers"), NUMBERS)
+def test_document_numbers_read_numbers_as_documents_write_them(text, numbers):
+    assert document_numbers(text) == numbers
+
+
+def written(value: int, cents: int | None, style: int) -> str:
+    """`value` (and cents) as a document might write it."""
+    whole = f"{value:,}" if style % 2 else str(value)
+    text = whole if cents is None else f"{whole}.{cents:02d}"
+    return ["$" + text, text + " dollars", "USD " + text, "(" + text + ")", text + "."][style % 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**9), st.one_of(st.none(), st.integers(0, 99)), st.integers(0, 9)
+        ),
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(["the", "claim", "of", "A", "on", "x"]), min_size=1, max_size=3),
+)
+def test_every_written_number_is_read_back(numbers, filler_words):
+    """Oracle: the numbers written into the text, compared as decimals."""
+    pieces = []
+    for value, cents, style in numbers:
+        pieces += [written(value, cents, style), *filler_words]
+    text = " ".join(["Total", *pieces])
+    read = [Decimal(n) for n in document_numbers(text)]
+    wanted = {Decimal(v) + (Decimal(c or 0) / 100) for v, c, _ in numbers}
+    assert set(read) == wanted and len(read) == len(wanted)
+
+
+def test_numbers_of_parts_and_the_check_after_decoding():
+    assert document_numbers(["amount 120", "limit 5,000"]) == ["120", "5000"]
+    assert document_numbers(["costs 12", "34 more"]) == ["12", "34"]  # never "1234"
+    assert number_in_document(12500, "a claim of $12,500.00")
+    assert number_in_document(2.5, "at 2.50 a piece") and number_in_document(7.0, "7 days")
+    assert not number_in_document(1250, "a claim of $12,500")
+    assert not number_in_document(True, "1 claim") and not number_in_document("1", "1 claim")
+
+
+NUMBER_DOCUMENT = (
+    "Clara Olsen claims $12,500 for 3 windows; her limit is 10,000 and a pane costs 2.75"
+)
+
+
+def test_numeric_extract_answers_only_numbers_the_document_states(vocab):
+    voc, filler, _ = vocab
+    cases = [
+        ({"type": "integer", "minimum": 0, "maximum": 20000}, {12500, 3, 10000}),
+        ({"type": "integer", "minimum": 5}, {12500, 10000}),  # bounds still apply
+        ({"type": ["integer", "null"], "maximum": 9}, {3, None}),
+        ({"type": "number"}, {12500, 3, 10000, 2.75}),
+    ]
+    rng = random.Random(3)
+    for schema, wanted in cases:
+        slot = compile_slot(schema, voc)
+        numbers = DocumentNumbers(NUMBER_DOCUMENT, voc)
+        assert extract_kind(schema) == "numbers"
+        assert {json.loads(v) for v in SpanSlot(slot, filler, numbers).values} == wanted
+        seen = set()
+        for _ in range(30):  # random walks of commits always end on an admissible number
+            state = SpanSlot(slot, filler, numbers)
+            while not state.is_complete():
+                masks = allowed(state)
+                p = rng.choice([p for p in range(state.length) if state.tokens[p] < 0])
+                assert state.commit(p, rng.choice(sorted(masks[p])))
+            value = state.decode().value
+            jsonschema.validate(value, schema)
+            assert value is None or number_in_document(value, NUMBER_DOCUMENT)
+            seen.add(value)
+        assert seen == wanted, schema
+    with pytest.raises(NoSpan, match="no number of the document"):
+        slot = compile_slot({"type": "integer", "minimum": 50000}, voc)
+        SpanSlot(slot, filler, DocumentNumbers(NUMBER_DOCUMENT, voc))
