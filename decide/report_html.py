@@ -3,8 +3,8 @@
 Sections, in order: a summary, the failures (first, since they need action), per-question answer
 distributions as SVG bar charts, the confidence histogram, the least confident answers, and a
 searchable, sortable table of the sampled documents; clicking a row shows the document text next
-to its answers, low-confidence answers highlighted and string answers marked where they occur in
-the text. Charts are drawn here in Python; the script
+to its answers, low-confidence answers highlighted and string and number answers marked where
+they occur in the text. Charts are drawn here in Python; the script
 only filters, sorts and shows rows, reading the sample from an embedded JSON block.
 """
 
@@ -113,11 +113,25 @@ SCRIPT = """
   }
   // Every string answer found in the document text (as whole words, ignoring case and
   // whitespace: an uncased model answers "tulsa,ok" for "Tulsa, OK") is marked where it occurs,
-  // so a reviewer sees where it came from; overlapping matches keep the earlier, longer one.
+  // and every number answer where the text states that number ("$12,500.00" for 12500, read as
+  // decide's extract reads numbers), so a reviewer sees where it came from; overlapping matches
+  // keep the earlier, longer one.
+  var NUMBER = new RegExp("(?:(?<![\\\\p{L}\\\\p{N}_.])[-\\u2212])?(?<![\\\\p{L}\\\\p{N}_.])" +
+    "(?:\\\\d{1,3}(?:,\\\\d{3})+|\\\\d+)(?:\\\\.\\\\d+)?(?!\\\\d)(?!\\\\.\\\\d)", "gu");
   function mark(pre, value, answers) {
     var found = [];
     questions.forEach(function (qid) {
       var a = answers[qid];
+      if (typeof a === "number") {
+        var n;
+        NUMBER.lastIndex = 0;
+        while ((n = NUMBER.exec(value)) !== null) {
+          if (parseFloat(n[0].replace("\\u2212", "-").replace(/,/g, "")) === a) {
+            found.push([n.index, n.index + n[0].length, qid]);
+          }
+        }
+        return;
+      }
       if (typeof a !== "string") { return; }
       var chars = Array.from(a.replace(/\\s+/g, ""));
       if (chars.length < 2) { return; }

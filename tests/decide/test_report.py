@@ -36,10 +36,13 @@ def job(tiny_checkpoint, tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("report-job")
     docs = write_docs(where / "in.parquet", 30, seed=11)
     frame = pl.read_parquet(docs)
+    amounts = [f" Total ${1000 + 37 * i:,}.00 claimed." for i in range(frame.height)]
+    frame = frame.with_columns(pl.col("document") + pl.Series(amounts))
     frame = pl.concat([frame, pl.DataFrame({"doc_id": ["empty-1"], "document": [""]})])
     frame.write_parquet(docs)
-    # `city` is an extract question, so its answers occur in the text: the page marks them.
-    questions = [{**q, "extract": True} if q["id"] == "city" else q for q in QUESTIONS]
+    # `city` and `amount` are extract questions, so their answers occur in the text: the page
+    # marks them (`amount` where its number is written, "$1,259.00" for 1259).
+    questions = [{**q, "extract": True} if q["id"] in ("city", "amount") else q for q in QUESTIONS]
     run_job(
         parse_spec({"questions": questions}),
         [docs],
@@ -341,26 +344,37 @@ def test_page_in_headless_chromium(job: Path) -> None:
         assert all(c.find_elements(By.TAG_NAME, "rect") for c in charts)
         rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
         assert len(rows) == 31
+        # A document whose (random) city answer is words, not the amount's digits: where two
+        # answers are the same text, the earlier question's mark is the one shown.
+        answered = pl.read_parquet(job / "answers" / "*.parquet").filter(pl.col("status") == "ok")
+        doc_id, answers = next(
+            (row["doc_id"], json.loads(row["answers_json"]))
+            for row in answered.sort("doc_id").iter_rows(named=True)
+            if not any(c.isdigit() for c in json.loads(row["answers_json"])["city"])
+        )
         search = driver.find_element(By.ID, "search")
-        search.send_keys("doc-00007")
+        search.send_keys(doc_id)
         rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
-        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == ["doc-00007"]
+        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [doc_id]
         rows[0].click()
         detail = driver.find_element(By.ID, "detail").text
-        assert "Document doc-00007" in detail and "confidence" in detail
-        # The city answer is marked where it occurs in the document text, and nothing else is
-        # marked that is not a string answer of this document.
-        answers = json.loads(
-            pl.read_parquet(job / "answers" / "*.parquet").filter(pl.col("doc_id") == "doc-00007")[
-                "answers_json"
-            ][0]
-        )
+        assert f"Document {doc_id}" in detail and "confidence" in detail
+        # The city answer is marked where it occurs in the document text, and every mark is an
+        # answer of this document: a string as written (up to case and spaces), a number as
+        # the document writes it.
         marks = driver.find_elements(By.CSS_SELECTOR, "#detail pre mark")
-        assert marks and {m.get_attribute("data-question") for m in marks} <= {"city", "code"}
+        for m in marks:
+            answer = answers[m.get_attribute("data-question")]
+            if isinstance(answer, str):
+                assert "".join(m.text.split()).lower() == "".join(answer.split()).lower()
+            else:
+                assert float(m.text.replace(",", "")) == answer, (m.text, answer)
         city = [m.text for m in marks if m.get_attribute("data-question") == "city"]
-        assert city and all(
-            "".join(t.split()).lower() == "".join(answers["city"].split()).lower() for t in city
-        )
+        assert city
+        # The amount is marked where the document writes it ("$1,259.00" for 1259).
+        written = f"{1000 + 37 * int(doc_id.split('-')[1]):,}.00"
+        amount = [m.text for m in marks if m.get_attribute("data-question") == "amount"]
+        assert f"{answers['amount']:,}.00" == written and amount == [written], (answers, amount)
         search.clear()
         search.send_keys("document is empty")
         rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
