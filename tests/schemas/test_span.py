@@ -365,3 +365,42 @@ def test_numeric_extract_answers_only_numbers_the_document_states(vocab):
     with pytest.raises(NoSpan, match="no number of the document"):
         slot = compile_slot({"type": "integer", "minimum": 50000}, voc)
         SpanSlot(slot, filler, DocumentNumbers(NUMBER_DOCUMENT, voc))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=8),
+    st.lists(st.integers(0, 99), max_size=3),
+    st.sampled_from(["integer", "number"]),
+    st.one_of(st.none(), st.integers(-1000, 1000)),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+    st.sampled_from([None, 2, 5, 0.25]),
+    st.booleans(),
+)
+def test_numeric_extract_values_are_the_stated_numbers_the_schema_accepts(
+    whole, cents, kind, low, high, multiple, exclusive
+):
+    """Oracle: `jsonschema` on each number the document states."""
+    schema: dict = {"type": kind}
+    if low is not None:
+        schema["exclusiveMinimum" if exclusive else "minimum"] = low
+    if high is not None:
+        schema["maximum"] = high
+    if multiple is not None:
+        schema["multipleOf"] = multiple
+    stated = [Decimal(v) for v in whole] + [Decimal(c) / 100 + 7 for c in cents]
+    text = " and ".join(f"{v:,}" for v in stated)  # "1,234,567 and -42 and 7.25"
+    wanted = {v for v in stated if jsonschema.Draft202012Validator(schema).is_valid(float(v))}
+    if kind == "integer":
+        wanted = {v for v in wanted if v == v.to_integral_value()}
+    voc, filler = WORDPIECE_VOCAB
+    try:
+        slot = compile_slot(schema, voc)
+    except UnsupportedSchema:
+        return  # e.g. no integer satisfies the bounds: refused when the job starts
+    try:
+        values = SpanSlot(slot, filler, DocumentNumbers(text, voc)).values
+    except NoSpan:
+        assert not wanted
+        return
+    assert {Decimal(v) for v in values} == wanted
