@@ -34,6 +34,10 @@ class SlotConstraint(Protocol):
 
     Positions are counted from the slot's first position (0 .. length-1). Positions after the value
     hold the filler token the constraint was created with.
+
+    Optional attribute `independent` (True or False; absent reads as False): True when the
+    slot's masks depend on its own commits only, never on another slot's (a slot tied to others
+    by rules is not), which lets the sampler score several slots' positions together.
     """
 
     @property

@@ -509,28 +509,47 @@ class Sampler:
         return True
 
     def _commit_all(self, row: _Row, positions: list[int], logits: torch.Tensor) -> None:
-        """Step cap reached: commit every given position greedily, one at a time per slot, each
-        under the mask that the previous commits leave."""
+        """Step cap reached: commit every given position greedily, in rounds: each slot commits
+        its most confident open position under the mask its commits so far leave.
+
+        When every slot of the block is `independent` (its masks depend on its own commits only;
+        a constraint that does not say so is taken to depend on the others'), a round fills each
+        slot's masks once and scores all slots' open positions in one `masked_confidence` call;
+        otherwise each slot is scored after the commits of the slots before it in the round.
+        Both give the same commits for independent slots (`tests/engine/test_sampler.py`)."""
         assert self.width is not None
         remaining = dict(zip(positions, range(len(positions)), strict=True))
+        slots = row.slots()
+        together = all(getattr(s.constraint, "independent", False) for s in slots)
         while remaining:
             by_slot: dict[int, list[int]] = {}
             for pos in remaining:
                 by_slot.setdefault(row.masked[pos][0], []).append(pos)
-            for slot_index, slot_positions in by_slot.items():
-                constraint = row.slots()[slot_index].constraint
-                buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
-                constraint.fill_bitmask(buffer)
-                masks = buffer[[row.masked[p][1] for p in slot_positions]]
-                rows = torch.tensor([remaining[p] for p in slot_positions])
-                best = masked_confidence(logits, masks.to(logits.device), rows.to(logits.device))
-                k = int(torch.argmax(best.prob))
-                pos = slot_positions[k]
-                if not self._commit_position(row, pos, int(best.token[k]), float(best.prob[k])):
-                    raise InfeasibleSlot(
-                        f"slot {slot_index}: its best allowed token was rejected (constraint bug)"
-                    )
-                del remaining[pos]
+            groups = [by_slot] if together else [{k: v} for k, v in by_slot.items()]
+            for group in groups:
+                masks, rows = [], []
+                for slot_index, slot_positions in group.items():
+                    constraint = slots[slot_index].constraint
+                    buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
+                    constraint.fill_bitmask(buffer)
+                    masks.append(buffer[[row.masked[p][1] for p in slot_positions]])
+                    rows.extend(remaining[p] for p in slot_positions)
+                best = masked_confidence(
+                    logits, torch.cat(masks).to(logits.device), torch.tensor(rows).to(logits.device)
+                )
+                probs, tokens = best.prob.float().cpu().tolist(), best.token.cpu().tolist()
+                start = 0
+                for slot_index, slot_positions in group.items():
+                    segment = probs[start : start + len(slot_positions)]
+                    k = segment.index(max(segment))  # the first of equals, as torch.argmax
+                    pos = slot_positions[k]
+                    if not self._commit_position(row, pos, tokens[start + k], segment[k]):
+                        raise InfeasibleSlot(
+                            f"slot {slot_index}: its best allowed token was rejected "
+                            "(constraint bug)"
+                        )
+                    del remaining[pos]
+                    start += len(slot_positions)
 
 
 def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:

@@ -205,6 +205,8 @@ class CompiledSlot:
 class SlotState:
     """Mutable per-block state of one slot (implements the engine's `SlotConstraint`)."""
 
+    independent = True  # its masks depend on its own commits only
+
     def __init__(self, compiled: CompiledSlot, filler_id: int, length: int | None = None) -> None:
         vocab = compiled.vocab
         if filler_id < vocab.size and filler_id not in vocab.excluded:

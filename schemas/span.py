@@ -200,6 +200,8 @@ class SpanSlot:
     """Per-document `SlotConstraint` of an extract question: a finite set of spellings of the
     document's spans (`DocumentSpans`) or of its numbers (`DocumentNumbers`)."""
 
+    independent = True  # its masks depend on its own commits only
+
     def __init__(
         self,
         compiled: CompiledSlot,

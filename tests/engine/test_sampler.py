@@ -156,6 +156,31 @@ def test_step_cap_commits_the_rest_greedily(tiny_checkpoint) -> None:
         assert all(s.forced for s in result.stats)
 
 
+def test_step_cap_scores_independent_slots_together_with_the_same_commits(
+    tiny_checkpoint,
+) -> None:
+    """Slots that declare themselves `independent` are scored in one call per round of the
+    forced fill; the commits and their confidences are those of scoring slot by slot."""
+    model_dir = tiny_checkpoint("llada", init_std=0.2)  # bidirectional: a step spans the block
+    runs = []
+    for independent in (False, True):
+        requests = _requests(seed=15, count=6, finite=False)
+        for request in requests:
+            for block in request.blocks:
+                for slot in block.slots:
+                    slot.constraint.independent = independent
+        runs.append(_decode(model_dir, requests, threshold=1.0, max_steps=1))
+    slot_by_slot, together = runs
+    _check_valid(together)
+    assert sum(len(b.slots) > 1 for r in together.values() for b in r.request.blocks) >= 4
+    for key, result in together.items():
+        assert all(s.forced for s in result.stats)
+        assert result.blocks == slot_by_slot[key].blocks
+        assert [[(s.tokens, s.confidence) for s in block] for block in result.slots] == [
+            [(s.tokens, s.confidence) for s in block] for block in slot_by_slot[key].slots
+        ]
+
+
 def test_parallel_commits_cut_forward_passes(tiny_checkpoint) -> None:
     model_dir = tiny_checkpoint("Dream", init_std=0.2)
     eager = _decode(model_dir, _requests(seed=16, count=6, finite=False), threshold=0.01)
