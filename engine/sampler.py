@@ -512,44 +512,51 @@ class Sampler:
         """Step cap reached: commit every given position greedily, in rounds: each slot commits
         its most confident open position under the mask its commits so far leave.
 
-        When every slot of the block is `independent` (its masks depend on its own commits only;
-        a constraint that does not say so is taken to depend on the others'), a round fills each
-        slot's masks once and scores all slots' open positions in one `masked_confidence` call;
-        otherwise each slot is scored after the commits of the slots before it in the round.
-        Both give the same commits for independent slots (`tests/engine/test_sampler.py`)."""
+        A position is scored again only when its mask row changed since it was last scored (the
+        best allowed token and its mask-restricted probability depend on the logits, fixed here,
+        and the mask only). When every slot of the block is `independent` (its masks depend on
+        its own commits only; a constraint that does not say so is taken to depend on the
+        others'), a round fills each slot's masks once and scores all slots' changed positions
+        in one `masked_confidence` call; otherwise each slot is scored after the commits of the
+        slots before it in the round. All ways give the same commits
+        (`tests/engine/test_sampler.py`)."""
         assert self.width is not None
         remaining = dict(zip(positions, range(len(positions)), strict=True))
         slots = row.slots()
         together = all(getattr(s.constraint, "independent", False) for s in slots)
+        scored: dict[int, tuple[torch.Tensor, float, int]] = {}  # pos -> (mask row, prob, token)
         while remaining:
             by_slot: dict[int, list[int]] = {}
             for pos in remaining:
                 by_slot.setdefault(row.masked[pos][0], []).append(pos)
             groups = [by_slot] if together else [{k: v} for k, v in by_slot.items()]
             for group in groups:
-                masks, rows = [], []
+                stale: list[tuple[int, torch.Tensor]] = []
                 for slot_index, slot_positions in group.items():
                     constraint = slots[slot_index].constraint
                     buffer = torch.zeros((constraint.length, self.width), dtype=torch.int32)
                     constraint.fill_bitmask(buffer)
-                    masks.append(buffer[[row.masked[p][1] for p in slot_positions]])
-                    rows.extend(remaining[p] for p in slot_positions)
-                best = masked_confidence(
-                    logits, torch.cat(masks).to(logits.device), torch.tensor(rows).to(logits.device)
-                )
-                probs, tokens = best.prob.float().cpu().tolist(), best.token.cpu().tolist()
-                start = 0
+                    for p in slot_positions:
+                        mask = buffer[row.masked[p][1]]
+                        if p not in scored or not torch.equal(scored[p][0], mask):
+                            stale.append((p, mask))
+                if stale:
+                    masks = torch.stack([m for _, m in stale]).to(logits.device)
+                    rows = torch.tensor([remaining[p] for p, _ in stale]).to(logits.device)
+                    best = masked_confidence(logits, masks, rows)
+                    probs, tokens = best.prob.float().cpu().tolist(), best.token.cpu().tolist()
+                    for (p, mask), prob, token in zip(stale, probs, tokens, strict=True):
+                        scored[p] = (mask, prob, token)
                 for slot_index, slot_positions in group.items():
-                    segment = probs[start : start + len(slot_positions)]
-                    k = segment.index(max(segment))  # the first of equals, as torch.argmax
-                    pos = slot_positions[k]
-                    if not self._commit_position(row, pos, tokens[start + k], segment[k]):
+                    segment = [scored[p][1] for p in slot_positions]
+                    pos = slot_positions[segment.index(max(segment))]  # the first of equals
+                    _, prob, token = scored.pop(pos)
+                    if not self._commit_position(row, pos, token, prob):
                         raise InfeasibleSlot(
                             f"slot {slot_index}: its best allowed token was rejected "
                             "(constraint bug)"
                         )
                     del remaining[pos]
-                    start += len(slot_positions)
 
 
 def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:
