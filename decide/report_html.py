@@ -60,6 +60,13 @@ SCRIPT = """
   var rows = data.rows, questions = data.questions, low = data.low;
   var body = document.getElementById("doc-body");
   var search = document.getElementById("search");
+  window.decideMarks = function (value, answers) {  // for tests: the marks `show` would draw
+    var pre = document.createElement("pre");
+    mark(pre, value, answers);
+    return Array.from(pre.querySelectorAll("mark")).map(function (m) {
+      return [m.getAttribute("data-question"), m.textContent];
+    });
+  };
   var shown = document.getElementById("shown");
   var sortKey = null, sortDir = 1;
 
@@ -111,15 +118,30 @@ SCRIPT = """
     });
     shown.textContent = list.length + " of " + rows.length + " sampled documents";
   }
-  // Every string answer found in the document text (as whole words, ignoring case and
+  // Every string answer found in the document text (as whole words, ignoring case, accents and
   // whitespace: an uncased model answers "tulsa,ok" for "Tulsa, OK") is marked where it occurs,
   // and every number answer where the text states that number ("$12,500.00" for 12500, read as
   // decide's extract reads numbers), so a reviewer sees where it came from; overlapping matches
   // keep the earlier, longer one.
   var NUMBER = new RegExp("(?:(?<![\\\\p{L}\\\\p{N}_.])[-\\u2212])?(?<![\\\\p{L}\\\\p{N}_.])" +
     "(?:\\\\d{1,3}(?:,\\\\d{3})+|\\\\d+)(?:\\\\.\\\\d+)?(?!\\\\d)(?!\\\\.\\\\d)", "gu");
+  // The text with accents and other combining marks removed, and for each of its UTF-16 units
+  // the offset in the original it came from (one more entry: the original's length), so that
+  // "jose muller" (an uncased vocabulary strips accents) is found in "José Müller".
+  function fold(text) {
+    var out = "", from = [], at = 0;
+    for (var c of text) {
+      var f = c.normalize("NFD").replace(/\\p{M}/gu, "");
+      for (var k = 0; k < f.length; k++) { from.push(at); }
+      out += f;
+      at += c.length;
+    }
+    from.push(text.length);
+    return { text: out, from: from };
+  }
   function mark(pre, value, answers) {
     var found = [];
+    var folded = fold(value);
     questions.forEach(function (qid) {
       var a = answers[qid];
       if (typeof a === "number") {
@@ -133,15 +155,15 @@ SCRIPT = """
         return;
       }
       if (typeof a !== "string") { return; }
-      var chars = Array.from(a.replace(/\\s+/g, ""));
+      var chars = Array.from(fold(a).text.replace(/\\s+/g, ""));
       if (chars.length < 2) { return; }
       var body = chars.map(function (c) {
         return c.replace(/[.*+?^${}()|[\\]\\\\/]/g, "\\\\$&");
       }).join("\\\\s*");
       var re = new RegExp("(?<![\\\\p{L}\\\\p{N}])" + body + "(?![\\\\p{L}\\\\p{N}])", "giu");
       var m;
-      while ((m = re.exec(value)) !== null) {
-        found.push([m.index, m.index + m[0].length, qid]);
+      while ((m = re.exec(folded.text)) !== null) {
+        found.push([folded.from[m.index], folded.from[m.index + m[0].length], qid]);
       }
     });
     found.sort(function (x, y) { return x[0] - y[0] || y[1] - x[1]; });

@@ -375,6 +375,17 @@ def test_page_in_headless_chromium(job: Path) -> None:
         written = f"{1000 + 37 * int(doc_id.split('-')[1]):,}.00"
         amount = [m.text for m in marks if m.get_attribute("data-question") == "amount"]
         assert f"{answers['amount']:,}.00" == written and amount == [written], (answers, amount)
+        # Marks ignore accents, as an uncased vocabulary does ("zurich" for "Zürich"), and keep
+        # the original text; a number is marked however the text writes it.
+        text = "Filed by José Müller in Zürich: $12,500.00 via the São Paulo office, not Zurich."
+        marked = driver.execute_script(
+            "return window.decideMarks(arguments[0], arguments[1]);",
+            text,
+            {"city": "zurich", "code": "sao  paulo", "amount": 12500, "kind": "home"},
+        )
+        assert marked == [
+            ["city", "Zürich"], ["amount", "12,500.00"], ["code", "São Paulo"], ["city", "Zurich"]
+        ]  # fmt: skip
         search.clear()
         search.send_keys("document is empty")
         rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
