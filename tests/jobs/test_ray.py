@@ -19,7 +19,7 @@ from helpers.jobdata import QUESTIONS, write_docs
 from decide.cli import main
 from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
-from decide.schemas.span import in_document
+from decide.schemas.span import in_document, number_in_document
 
 ray = pytest.importorskip("ray", reason="Ray is the optional `ray` extra (also in `dev`)")
 pytestmark = pytest.mark.timeout(600)
@@ -39,11 +39,14 @@ def job(tiny_checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     docs = write_docs(root / "in.parquet", DOCS, seed=31)
     frame = pl.read_parquet(docs).with_columns(pl.lit("x").alias("team"))
+    amounts = pl.Series([f" Total ${1000 + 37 * i:,} claimed." for i in range(frame.height)])
+    frame = frame.with_columns(pl.col("document") + amounts)
     frame = pl.concat([frame, frame.head(1)])  # one duplicated id
     frame.write_parquet(docs)
     model = tiny_checkpoint("Dream", vocab="small", init_std=0.2)
-    # `city` answers with a span of its document: span slots are built per row on the actors.
-    questions = [{**q, "extract": True} if q["id"] == "city" else q for q in QUESTIONS]
+    # `city` answers with a span of its document, `amount` with a number it states: span slots
+    # are built per row on the actors.
+    questions = [{**q, "extract": True} if q["id"] in ("city", "amount") else q for q in QUESTIONS]
     spec = parse_spec({"questions": questions})
     run_job(spec, [docs], root / "local", model=model, batch_size=4, progress=False)
     return root, docs, model, spec
@@ -67,7 +70,9 @@ def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> N
     assert result.failed == 1  # the duplicated id
     texts = dict(zip(*pl.read_parquet(docs).select("doc_id", "document"), strict=False))
     for row in remote.filter(pl.col("status") == "ok").iter_rows(named=True):
-        assert in_document(json.loads(row["answers_json"])["city"], texts[row["doc_id"]])
+        answers = json.loads(row["answers_json"])
+        assert in_document(answers["city"], texts[row["doc_id"]])
+        assert number_in_document(answers["amount"], texts[row["doc_id"]])
     manifest = json.loads((root / "ray" / "manifest.json").read_text())
     assert manifest["engine"] == "ray" and manifest["status"] == "complete"
     parts = sorted((root / "ray" / "answers").glob("part-*.parquet"))
