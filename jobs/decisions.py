@@ -246,16 +246,16 @@ class DecisionEngine:
             for q in extract
             if kinds[q.id] == "spans"
         ]
-        choices = {
-            "spans": lambda: DocumentSpans(parts, vocab, None if None in limits else max(limits)),
-            "numbers": lambda: DocumentNumbers(parts, vocab),
-        }
         built: dict[str, DocumentSpans | DocumentNumbers] = {}
         for k, q in enumerate(item.questions):
             if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
                 kind = kinds[q.id]
                 if kind not in built:
-                    built[kind] = choices[kind]()
+                    built[kind] = (
+                        DocumentSpans(parts, vocab, None if None in limits else max(limits))
+                        if kind == "spans"
+                        else DocumentNumbers(parts, vocab)
+                    )
                 try:
                     out[k] = SpanSlot(q.slot, filler, built[kind])
                 except NoSpan as exc:

@@ -160,14 +160,7 @@ class DocumentNumbers:
 
     def __init__(self, document: str | Sequence[str], vocab: Vocabulary) -> None:
         self.vocab = vocab
-        texts = [*document_numbers(document), "null"]
-        self.entries: list[tuple[tuple[int, ...], str]] = []
-        seen: set[tuple[int, ...]] = set()
-        for spelled in _encode_all(vocab, texts):
-            if spelled is None or spelled[0] in seen:
-                continue
-            seen.add(spelled[0])
-            self.entries.append(spelled)
+        self.entries = _distinct(_encode_all(vocab, [*document_numbers(document), "null"]))
 
 
 class DocumentSpans:
@@ -187,13 +180,8 @@ class DocumentSpans:
         self.vocab = vocab
         parts = [document] if isinstance(document, str) else list(document)
         places = list(_span_places(parts, max_words, max_chars))
-        self.entries: list[tuple[tuple[int, ...], str]] = []
-        seen: set[tuple[int, ...]] = set()
-        for spelled in [*_spell_spans(vocab, parts, places), _encode_all(vocab, ["null"])[0]]:
-            if spelled is None or spelled[0] in seen:
-                continue
-            seen.add(spelled[0])
-            self.entries.append(spelled)
+        spellings = [*_spell_spans(vocab, parts, places), _encode_all(vocab, ["null"])[0]]
+        self.entries = _distinct(spellings)
 
 
 class SpanSlot:
@@ -291,6 +279,19 @@ class SpanSlot:
         if not self.is_complete():
             raise ValueError("slot is not complete")
         return self.compiled.decode(self.tokens.tolist(), self.filler)
+
+
+def _distinct(
+    spellings: Sequence[tuple[tuple[int, ...], str] | None],
+) -> list[tuple[tuple[int, ...], str]]:
+    """The spellings in order, without None and without repeated token sequences."""
+    out: list[tuple[tuple[int, ...], str]] = []
+    seen: set[tuple[int, ...]] = set()
+    for spelled in spellings:
+        if spelled is not None and spelled[0] not in seen:
+            seen.add(spelled[0])
+            out.append(spelled)
+    return out
 
 
 def _encode_all(

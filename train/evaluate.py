@@ -68,6 +68,12 @@ def synthetic_documents(count: int, seed: int = 1234) -> list[tuple[str, list[di
     return out
 
 
+# `extract=True` marks string questions only (names, cities, products); pass the JSON types to
+# mark, e.g. ("string", "integer"), to extract amounts and counts as well.
+Extract = bool | Collection[str]
+EXTRACT_TYPES: dict[bool, set[str]] = {False: set(), True: {"string"}}
+
+
 def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: Extract = False) -> list:
     types = EXTRACT_TYPES[extract] if isinstance(extract, bool) else set(extract)
     if types:  # questions of these types answer with a span (a number) of their document
@@ -75,14 +81,10 @@ def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: Extract
     return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
 
 
-# `extract=True` marks string questions only (names, cities, products); pass the JSON types to
-# mark, e.g. ("string", "integer"), to extract amounts and counts as well.
-Extract = bool | Collection[str]
-EXTRACT_TYPES: dict[bool, set[str]] = {False: set(), True: {"string"}}
-
-
-def _type(schema: Any) -> Any:
-    return schema.get("type") if isinstance(schema, dict) else None
+def _type(schema: Any) -> str | None:
+    """A schema's single `type` (None for a list of types or none)."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _decide(engine: DecisionEngine, items: list[Item]) -> dict[Any, Decision]:
