@@ -10,8 +10,9 @@ Phrasings, layouts and entities (names, cities, products) are split: `split="tra
 the first part of every list and `split="test"` only from held-out parts, so test documents use
 templates and entities never seen in training. Training documents are widened beyond the lists:
 most names and cities come from thousands of real ones (data/entities) or are made up, category
-and yes/no cues often come from train-only phrasings (TRAIN_CUES), and train-only distractors use
-category words about something else. None of this touches the test split: a seed gives the same
+and yes/no cues often come from train-only phrasings (TRAIN_CUES), cities and products often stand
+in train-only sentences (TRAIN_PHRASINGS), and train-only distractors use category words about
+something else. None of this touches the test split: a seed gives the same
 test documents as before the widening (tests/train/test_synthetic.py). Everything is driven by
 one `random.Random`, so a seed gives the same documents on every machine.
 """
@@ -154,13 +155,34 @@ def person(rng: random.Random, split: Split) -> str:
     return f"{pick(rng, FIRST, split)} {pick(rng, LAST, split)}"
 
 
+# Share of real training cities drawn from those the bundled vocabulary spells as one word piece.
+# Drawn uniformly, only 11 % of training cities were one piece, against most real cities in
+# letters (and 10 of the 12 held-out ones): a model trained so expected a city of two pieces or
+# more and answered "was norfolk" or "albany recently" (docs/bundled-model.md, "Stage 4").
+ONE_PIECE_CITIES = 0.4
+
+
+@functools.cache
+def one_piece_cities() -> list[str]:
+    """The real pool's cities that the bundled model's WordPiece vocabulary holds whole."""
+    from tokenizers import Tokenizer
+
+    from decide.bundled import BUNDLED
+
+    tokenizer = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
+    cities = real_pool()["cities"]
+    pieces = tokenizer.encode_batch(cities, add_special_tokens=False)
+    return [c for c, e in zip(cities, pieces, strict=True) if len(e.ids) == 1]
+
+
 def city(rng: random.Random, split: Split) -> str:
     source = _source(rng, split)
     if source == "made_up":
         prefix = rng.choice(["", "", "", "Port ", "New ", "San ", "Lake "])
         return prefix + made_up_word(rng)
     if source == "real":
-        return rng.choice(real_pool()["cities"])
+        whole = rng.random() < ONE_PIECE_CITIES
+        return rng.choice(one_piece_cities() if whole else real_pool()["cities"])
     return pick(rng, CITIES, split)
 
 
@@ -219,7 +241,9 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
         "billing": ["I was billed after I cancelled", "the refund never showed up on my card",
                     "my monthly fee went up without notice", "I paid but the invoice says unpaid",
                     "the price I was charged is higher than advertised", "my card was debited three times",
-                    "the VAT on my invoice is wrong", "I was charged for a plan I never chose"],
+                    "the VAT on my invoice is wrong", "I was charged for a plan I never chose",
+                    "my promo code was ignored at checkout", "there is a fee on my statement I cannot explain",
+                    "the payment went through twice", "my bill is higher than last month for no reason"],
         "technical": ["the software shows an error code on start", "the battery drains in an hour",
                       "the bluetooth pairing keeps failing", "the firmware update broke the device",
                       "the website gives me a blank page", "the sound cuts out every few minutes",
@@ -227,11 +251,23 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
         "shipping": ["the courier left my parcel in the rain", "only half of my order was delivered",
                      "the delivery is two weeks late", "I received someone else's package",
                      "the parcel is stuck at customs", "the driver never rang the bell",
-                     "my order shows delivered but nothing came", "the item arrived with parts missing"],
+                     "my order shows delivered but nothing came", "the item arrived with parts missing",
+                     "the packaging was crushed and the contents broken", "the delivery date keeps moving",
+                     "the parcel went back to the warehouse", "the courier has had my parcel for ten days"],
         "account": ["I want to change my username", "please delete my profile and data",
                     "my account was locked after too many attempts", "I need to merge two accounts",
                     "I want to change the phone number on my account", "someone else logged into my account",
                     "I cannot verify my email address", "please transfer my account to my wife"],
+    },
+    "employed": {
+        "yes": ["I work full time at a hospital.", "I have a steady job as an accountant.",
+                "I am a salaried mechanic at a garage.", "My employer is a large bank.",
+                "I have been in my current job for a while.", "I work for a logistics company.",
+                "I am on a permanent contract.", "I teach at a high school."],
+        "no": ["I am out of work at the moment.", "My contract ended and I have no job yet.",
+               "I was laid off last month.", "I am looking for work right now.",
+               "I have had no employment since the summer.", "I am jobless at present.",
+               "My last job ended in March.", "I currently have no employer."],
     },
     "urgent": {
         "yes": ["Please handle this right away.", "I need a reply by tomorrow at the latest.",
@@ -239,12 +275,16 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
                 "I rely on it for my job, so please be quick.", "Please escalate this, it is urgent.",
                 "We need a solution before Friday.", "I am in a hurry, please answer quickly.",
                 "Every day without it costs me money, so please be fast.",
-                "Please prioritise this, I have no other option."],
+                "Please prioritise this, I have no other option.",
+                "This is an urgent request.", "Urgent: I need help today.",
+                "My case is urgent, I cannot work without it.", "I need this sorted urgently."],
         "no": ["Answer whenever it suits you.", "This can wait until next week.",
                "There is no deadline on my side.", "It is not a pressing matter.",
                "Nothing here is time-sensitive.", "Reply at your convenience.",
                "Feel free to look into it later.", "It is only a minor issue, so no rush.",
-               "Please deal with it when you get the chance.", "I am not in a hurry."],
+               "Please deal with it when you get the chance.", "I am not in a hurry.",
+               "This is not an urgent request.", "Nothing urgent, just letting you know.",
+               "It can wait, it is not urgent at all.", "No urgency here."],
     },
     "refund": {
         "yes": ["I expect my money to be returned.", "Please give me my money back.",
@@ -259,6 +299,49 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
                "Please fix it instead of refunding it.", "No refund, please, just a working product."],
     },
 }  # fmt: skip
+# Train-only phrasings of where a document places its city and product: the lists above put a
+# city last in its sentence ("I live in Boston.") and a product after "the", so a model trained
+# on them alone learned that a city ends at a full stop and answered "irvine at" or "albany
+# recently" when a held-out sentence went on after the city, and missed "My monitor order ...".
+# Written after reading those held-out errors (docs/bundled-model.md, "Stage 4"); none of them
+# repeats a held-out sentence: they put the entity mid-sentence, first, or after other words.
+TRAIN_PHRASINGS: dict[str, list[str]] = {
+    "claim_place": [
+        "It happened just outside {place} on a Sunday.", "{place} is where the incident took place.",
+        "The accident was in {place}, near my office.", "We were staying in {place} that weekend.",
+        "I was driving through {place} when it happened.", "Everything happened in {place} last month.",
+        "I was visiting {place} for work when this happened.", "The event took place in central {place}.",
+        "It occurred in {place} around noon.", "The city where it happened is {place}.",
+        "This took place in {place} during a family visit.", "Our house in {place} is where it started.",
+        "We were on the road near {place} that evening.", "In {place}, on a busy street, it all went wrong.",
+    ],
+    "loan_place": [
+        "My home is in {place}, where I rent a flat.", "I have been living in {place} for six years.",
+        "Our family settled in {place} two years ago.", "{place} has been my home since 2015.",
+        "I rent an apartment in {place} with my partner.", "I currently reside in {place} and work nearby.",
+        "I grew up in {place} and still live there.", "My house is in {place}, close to the station.",
+        "Home for us is {place}.", "We own a small house in {place} near the park.",
+        "My current address is in {place}, on the east side.", "I share a flat in {place} with a friend.",
+    ],
+    "product": [
+        "I ordered a {item} {days} days ago.", "My new {item} arrived {days} days ago.",
+        "{days} days ago I purchased a {item} from your store.", "This is about the {item} I got {days} days ago.",
+        "I have had my {item} for {days} days now.", "The purchase of my {item} was {days} days ago.",
+        "It is about my {item}, bought {days} days ago.", "A {item} was delivered to me {days} days ago.",
+        "Product: {item}, purchased {days} days ago.", "Your {item} reached me {days} days ago.",
+        "My {item} was bought online {days} days ago.", "The {item} in question is {days} days old.",
+    ],
+}  # fmt: skip
+
+
+def phrasing(rng: random.Random, items: list[str], kind: str, split: Split, **values: Any) -> str:
+    """`items` drawn as `pick` draws them (test documents unchanged), or for training documents
+    often a train-only phrasing of `TRAIN_PHRASINGS[kind]`, formatted with `values`."""
+    if split == "train" and rng.random() < TRAIN_CUE_SHARE:
+        return rng.choice(TRAIN_PHRASINGS[kind]).format(**values)
+    return pick(rng, items, split)
+
+
 # Train-only sentences that use a category's words about something else ("I work from home",
 # "my account manager"), so a keyword elsewhere in the document stops deciding the category:
 # the model has to read the sentence that states it.
@@ -464,7 +547,7 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        phrasing(
             rng,
             [
                 f"This happened in {place}.",
@@ -475,7 +558,9 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 f"I was in {place} at the time.",
                 f"The location was {place}.",
             ],
+            "claim_place",
             split,
+            place=place,
         ),
     ]
     greeting = pick(
@@ -584,7 +669,7 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        widen(
             rng,
             [
                 f"I have worked at the same company for {years} years.",
@@ -601,6 +686,7 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 "I have been unemployed since January.",
                 "I do not have a job right now.",
             ],
+            TRAIN_CUES["employed"]["yes" if employed else "no"],
             split,
         ),
         pick(
@@ -622,7 +708,7 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        phrasing(
             rng,
             [
                 f"I live in {place}.",
@@ -631,7 +717,9 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 f"We moved to {place} recently.",
                 f"I have lived in {place} all my life.",
             ],
+            "loan_place",
             split,
+            place=place,
         ),
     ]
     greeting = pick(
@@ -727,7 +815,7 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        phrasing(
             rng,
             [
                 f"I bought the {item} {days} days ago.",
@@ -736,7 +824,10 @@ def _ticket(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 f"My {item} order is {days} days old.",
                 f"I received the {item} {days} days ago.",
             ],
+            "product",
             split,
+            item=item,
+            days=days,
         ),
         widen(
             rng,

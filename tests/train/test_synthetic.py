@@ -148,3 +148,48 @@ def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answer
                 assert check({k: gold[k] for k in needed}), (qid, gold)  # KeyError if it reads more
                 checked.add(qid)
     assert checked == synthetic.DEPENDENCIES.keys()
+
+
+def test_train_only_phrasings_repeat_no_sentence_of_a_test_document() -> None:
+    """TRAIN_PHRASINGS and the employment cues widen training only: no held-out sentence, with
+    its city, product and days put back as placeholders, is one of them."""
+    train_only = {t for items in synthetic.TRAIN_PHRASINGS.values() for t in items}
+    train_only |= {t for items in synthetic.TRAIN_CUES["employed"].values() for t in items}
+    rng = random.Random(11)
+    seen: set[str] = set()
+    for _ in range(600):
+        _, text, _, gold = synthetic.sample_document(rng, "test")
+        for sentence in re.split(r"(?<=[.?!])\s+|\n", text):
+            for key, slot in (("city", "{place}"), ("product", "{item}")):
+                if key in gold:
+                    sentence = sentence.replace(gold[key], slot)
+            if "days_since_purchase" in gold:
+                sentence = re.sub(rf"\b{gold['days_since_purchase']}\b", "{days}", sentence)
+            seen.add(sentence.strip())
+    assert "We moved to {place} recently." in seen  # the check reads test sentences as intended
+    assert not seen & train_only, seen & train_only
+
+
+def test_train_documents_use_the_train_only_phrasings() -> None:
+    rng = random.Random(3)
+    texts = [synthetic.sample_document(rng, "train")[1] for _ in range(300)]
+    assert any("{" not in t and " is where the incident took place." in t for t in texts)
+    assert any(" has been my home since 2015." in t for t in texts)
+    assert any(" was bought online " in t for t in texts)
+
+
+def test_a_third_of_training_cities_are_one_word_piece_and_many_different() -> None:
+    """Held-out cities are mostly one word piece; uniform draws from the pool gave training 11 %
+    of those, and a model that expected two pieces or more answered "was norfolk"."""
+    from tokenizers import Tokenizer
+
+    from decide.bundled import BUNDLED
+
+    tokenizer = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
+    rng = random.Random(19)
+    cities = [synthetic.city(rng, "train") for _ in range(3000)]
+    pieces = [len(e.ids) for e in tokenizer.encode_batch(cities, add_special_tokens=False)]
+    whole = [c for c, n in zip(cities, pieces, strict=True) if n == 1]
+    assert 0.25 < len(whole) / len(cities) < 0.45, len(whole) / len(cities)
+    assert len(set(whole)) > 500  # a pool, not a list to memorise
+    assert set(whole) <= set(synthetic.one_piece_cities())
