@@ -335,11 +335,8 @@ TRAIN_PHRASINGS: dict[str, list[str]] = {
 
 
 def phrasing(rng: random.Random, items: list[str], kind: str, split: Split, **values: Any) -> str:
-    """`items` drawn as `pick` draws them (test documents unchanged), or for training documents
-    often a train-only phrasing of `TRAIN_PHRASINGS[kind]`, formatted with `values`."""
-    if split == "train" and rng.random() < TRAIN_CUE_SHARE:
-        return rng.choice(TRAIN_PHRASINGS[kind]).format(**values)
-    return pick(rng, items, split)
+    """`widen` with the train-only sentences of `TRAIN_PHRASINGS[kind]`, formatted with `values`."""
+    return widen(rng, items, [t.format(**values) for t in TRAIN_PHRASINGS[kind]], split)
 
 
 # Train-only sentences that use a category's words about something else ("I work from home",
