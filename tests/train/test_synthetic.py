@@ -151,14 +151,25 @@ def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answer
 
 
 def test_train_only_phrasings_repeat_no_sentence_of_a_test_document() -> None:
-    """TRAIN_PHRASINGS and the employment cues widen training only: no held-out sentence, with
-    its city, product and days put back as placeholders, is one of them."""
+    """TRAIN_PHRASINGS, the sentence cues and the distractors widen training only: no held-out
+    sentence, with its city, product and days put back as placeholders, is one of them, and no
+    held-out document holds one of the train-only cue phrases (claim events, loan purposes,
+    ticket problems)."""
     train_only = {t for items in synthetic.TRAIN_PHRASINGS.values() for t in items}
-    train_only |= {t for items in synthetic.TRAIN_CUES["employed"].values() for t in items}
+    train_only |= set(synthetic.TRAIN_DISTRACTORS)
+    for kind in ("employed", "active", "urgent", "refund"):
+        train_only |= {t for items in synthetic.TRAIN_CUES[kind].values() for t in items}
+    phrases = [
+        c.casefold()
+        for kind in ("claim", "purpose", "ticket")
+        for items in synthetic.TRAIN_CUES[kind].values()
+        for c in items
+    ]
     rng = random.Random(11)
     seen: set[str] = set()
     for _ in range(600):
         _, text, _, gold = synthetic.sample_document(rng, "test")
+        assert not [c for c in phrases if c in text.casefold()], text
         for sentence in re.split(r"(?<=[.?!])\s+|\n", text):
             for key, slot in (("city", "{place}"), ("product", "{item}")):
                 if key in gold:
@@ -176,6 +187,7 @@ def test_train_documents_use_the_train_only_phrasings() -> None:
     assert any("{" not in t and " is where the incident took place." in t for t in texts)
     assert any(" has been my home since 2015." in t for t in texts)
     assert any(" was bought online " in t for t in texts)
+    assert any("The coverage has lapsed." in t for t in texts)  # policy status, widened
 
 
 def test_a_third_of_training_cities_are_one_word_piece_and_many_different() -> None:
