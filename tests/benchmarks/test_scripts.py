@@ -27,6 +27,7 @@ CASES = {
     "option_scoring": ["--batch-sizes", "1", "--reps", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
     "derived_inputs": ["--docs", "6"],
+    "comparison_probe": ["--docs", "12"],
     "step_cap": ["--docs", "3", "--max-steps", "1", "--models", "tiny", "--reps", "1"],
 }  # fmt: skip
 
