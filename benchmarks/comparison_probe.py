@@ -89,6 +89,12 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
+def majority(labels: torch.Tensor) -> float:
+    """Accuracy of always answering the more common of two labels (0/1)."""
+    share = labels.mean().item()
+    return max(share, 1 - share)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model directory (default: bundled)")
@@ -111,14 +117,13 @@ def main() -> None:
                 ratio_rows.append((qid, f"{first} / {second} {span}", len(chosen),
                                    f"{sum(chosen) / len(chosen):.3f}"))  # fmt: skip
         gold = torch.tensor([float(y) for _, _, y, _, _ in test])
-        share = gold.mean().item()
         right = sum((p > 0.5) == y for p, _, y, _, _ in test) / len(test)
         xs = torch.stack([h for _, h, _, _, _ in train]), torch.stack([h for _, h, _, _, _ in test])
         answer = probe(xs[0], torch.tensor([float(y) for _, _, y, _, _ in train]), xs[1], gold)
         big = [torch.tensor([float(a >= threshold) for *_, a in rows]) for rows in (train, test)]
         magnitude = probe(xs[0], big[0], xs[1], big[1])
-        summary.append((qid, len(test), pct(max(share, 1 - share)), pct(right), pct(answer),
-                        f"{pct(magnitude)} (majority {pct(max(big[1].mean().item(), 1 - big[1].mean().item()))})",
+        summary.append((qid, len(test), pct(majority(gold)), pct(right), pct(answer),
+                        f"{pct(magnitude)} (majority {pct(majority(big[1]))})",
                         f"{first} >= {threshold:,}"))  # fmt: skip
     print(common.table(["question", "ratio bucket", "documents", "mean P(true)"], ratio_rows,
                        "llrr"))  # fmt: skip
