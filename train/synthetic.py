@@ -159,7 +159,9 @@ def person(rng: random.Random, split: Split) -> str:
 # Drawn uniformly, only 11 % of training cities were one piece, against most real cities in
 # letters (and 10 of the 12 held-out ones): a model trained so expected a city of two pieces or
 # more and answered "was norfolk" or "albany recently" (docs/bundled-model.md, "Stage 4").
-ONE_PIECE_CITIES = 0.4
+# Raised from 0.4 to 0.55 for stage 6: stage 5 still attached a neighbour to 24 of its 38 wrong
+# held-out cities ("was wichita", "to tulsa").
+ONE_PIECE_CITIES = 0.55
 
 
 @functools.cache
@@ -358,6 +360,9 @@ TRAIN_PHRASINGS: dict[str, list[str]] = {
         "It occurred in {place} around noon.", "The city where it happened is {place}.",
         "This took place in {place} during a family visit.", "Our house in {place} is where it started.",
         "We were on the road near {place} that evening.", "In {place}, on a busy street, it all went wrong.",
+        # the city after "was"/"to" (stage 5 answered "was wichita", "to tulsa")
+        "The nearest town was {place}.", "At the time my address was {place}.", "We had just moved to {place}.",
+        "I was driving to {place} that morning.", "Where it happened? That was {place}, downtown.",
     ],
     "loan_place": [
         "My home is in {place}, where I rent a flat.", "I have been living in {place} for six years.",
@@ -374,6 +379,20 @@ TRAIN_PHRASINGS: dict[str, list[str]] = {
         "It is about my {item}, bought {days} days ago.", "A {item} was delivered to me {days} days ago.",
         "Product: {item}, purchased {days} days ago.", "Your {item} reached me {days} days ago.",
         "My {item} was bought online {days} days ago.", "The {item} in question is {days} days old.",
+        # a head noun after the product (stage 5 answered "speaker order" for "My speaker order")
+        "The {item} delivery reached me {days} days ago.", "I got the {item} package {days} days ago.",
+        "My {item} purchase was made {days} days ago.", "The {item} box came {days} days ago.",
+        "{days} days ago my {item} parcel arrived.", "The {item} warranty started {days} days ago.",
+    ],
+    # Train-only amount sentences where words follow the amount: stage 5 dropped or changed a
+    # trailing zero of a round amount when a clause went on after it ("$850, which ..." -> 85).
+    "claim_amount": [
+        "The bill came to {amount}, which I paid myself.", "I paid {amount} for the repairs, as the receipt shows.",
+        "The garage charged {amount}, and I have the invoice.", "Repairs cost me {amount} in total, parts included.",
+        "{amount} is what I am asking you to cover.", "I would like {amount} back for the damage.",
+        "An estimate of {amount} came from a local contractor.", "My expenses reached {amount}, according to my receipts.",
+        "The clinic asked for {amount}, which I settled last week.", "I spent {amount} on replacements and would like it refunded.",
+        "A total of {amount} is being claimed here.", "The cost, {amount}, was paid out of my savings.",
     ],
 }  # fmt: skip
 
@@ -504,6 +523,8 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
     active, police = rng.random() < 0.7, rng.random() < 0.5
     over = amount > limit
     event = cue(rng, CLAIM_TYPES, "claim", claim_type, split)
+    # only training draws it, so test documents consume the generator exactly as before
+    written = money(rng, amount) if split == "train" else ""
     facts = [
         name_fact(rng, name, split),
         pick(
@@ -519,7 +540,7 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             ],
             split,
         ),
-        pick(
+        phrasing(
             rng,
             [
                 f"The total damage comes to {money(rng, amount)}.",
@@ -530,7 +551,9 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 f"Altogether I paid {money(rng, amount)}.",
                 f"The invoice I received totals {money(rng, amount)}.",
             ],
+            "claim_amount",
             split,
+            amount=written,
         ),
         pick(
             rng,

@@ -174,10 +174,12 @@ def test_train_only_phrasings_repeat_no_sentence_of_a_test_document() -> None:
             for key, slot in (("city", "{place}"), ("product", "{item}")):
                 if key in gold:
                     sentence = sentence.replace(gold[key], slot)
+            sentence = re.sub(r"\$[\d,]+|USD [\d,]+|[\d,]+ dollars", "{amount}", sentence)
             if "days_since_purchase" in gold:
                 sentence = re.sub(rf"\b{gold['days_since_purchase']}\b", "{days}", sentence)
             seen.add(sentence.strip())
     assert "We moved to {place} recently." in seen  # the check reads test sentences as intended
+    assert "Altogether I paid {amount}." in seen
     assert not seen & train_only, seen & train_only
 
 
@@ -188,9 +190,11 @@ def test_train_documents_use_the_train_only_phrasings() -> None:
     assert any(" has been my home since 2015." in t for t in texts)
     assert any(" was bought online " in t for t in texts)
     assert any("The coverage has lapsed." in t for t in texts)  # policy status, widened
+    assert any(" package " in t for t in texts)  # a head noun after the product
+    assert any(re.search(r"\d, which I paid myself\.", t) for t in texts)  # words after an amount
 
 
-def test_a_third_of_training_cities_are_one_word_piece_and_many_different() -> None:
+def test_half_of_training_cities_are_one_word_piece_and_many_different() -> None:
     """Held-out cities are mostly one word piece; uniform draws from the pool gave training 11 %
     of those, and a model that expected two pieces or more answered "was norfolk"."""
     from tokenizers import Tokenizer
@@ -202,6 +206,6 @@ def test_a_third_of_training_cities_are_one_word_piece_and_many_different() -> N
     cities = [synthetic.city(rng, "train") for _ in range(3000)]
     pieces = [len(e.ids) for e in tokenizer.encode_batch(cities, add_special_tokens=False)]
     whole = [c for c, n in zip(cities, pieces, strict=True) if n == 1]
-    assert 0.25 < len(whole) / len(cities) < 0.45, len(whole) / len(cities)
+    assert 0.4 < len(whole) / len(cities) < 0.6, len(whole) / len(cities)
     assert len(set(whole)) > 500  # a pool, not a list to memorise
     assert set(whole) <= set(synthetic.one_piece_cities())
