@@ -100,8 +100,8 @@ def test_round_amounts_mostly_keep_their_trailing_zeros() -> None:
     """A known weakness, guarded: a round amount written with a thousands separator sometimes
     loses its last zero ("7,000 dollars" -> 700). The synthetic test amounts are rarely round, so
     benchmarks/accuracy.py does not show it. On these 60 seeded letters (49 round amounts) the
-    shipped model (stage 3, trained with round amounts) gets 48 round amounts right and 59/60 in
-    all; stage 2 got 44 (55/60), the GPU model before it 36 (47/60)."""
+    shipped model (stage 6) gets 48 round amounts right and 59/60 in all; stage 4 got 49 (60/60),
+    the unshipped stage 5 40 (51/60), stage 2 44 (55/60), the GPU model before it 36 (47/60)."""
     rng = random.Random(0)
     letters = [
         "Dear claims team, a pipe burst in our kitchen in Austin. I claim {a} for the repairs. "
