@@ -291,6 +291,25 @@ TRAIN_CUES: dict[str, dict[str, list[str]]] = {
                     "I need to change the address on my profile", "please update the email on my account",
                     "my login details no longer work", "I want to change the billing details on my profile"],
     },
+    # Stage 6 read the held-out "I once failed to repay a personal loan." as no default in 11 of
+    # 12 documents: the train part of the list says "repaid" only in "I have always repaid my
+    # debts on time". Written after reading that error; none repeats a held-out sentence.
+    "default": {
+        "yes": ["I fell behind on a credit card and it went to collections.",
+                "A bank wrote off a loan of mine a few years back.",
+                "I could not pay back a student loan and it defaulted.",
+                "My mortgage went into default in 2018.", "I have a default on my credit file.",
+                "I stopped paying a car loan when I lost my job.",
+                "A previous lender took me to court over unpaid debt.",
+                "I did not repay a payday loan on time and it was sent to an agency.",
+                "Two years ago I was unable to repay what I owed.", "I have defaulted once before."],
+        "no": ["I have paid every loan back in full.", "Every loan I took was repaid on schedule.",
+               "My credit file is clean.", "I have never been late on a payment.",
+               "No lender has ever chased me for money.", "I repaid my student loan early.",
+               "All my previous loans were paid off without problems.",
+               "I have no history of unpaid debt.", "My record shows no missed payments.",
+               "I have always paid what I owe on time."],
+    },
     "employed": {
         "yes": ["I work full time at a hospital.", "I have a steady job as an accountant.",
                 "I am a salaried mechanic at a garage.", "My employer is a large bank.",
@@ -509,6 +528,7 @@ CLAIM_TYPES = {
 
 
 ROUND_AMOUNTS = 0.3  # share of training claims whose amount is a round hundred or thousand
+SMALL_AMOUNTS = 0.1  # of the other training claims, whose amount has three digits
 
 
 def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
@@ -520,6 +540,9 @@ def _claim(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         # People claim round sums too ("7,000 dollars"); the test amounts rarely are, and models
         # trained without round ones dropped a trailing zero of "7,000" (700).
         amount = max(100, round(amount, rng.choice([-2, -3])))
+    elif split == "train" and rng.random() < SMALL_AMOUNTS:
+        # Stage 6 read "I claim 400 dollars" as 4000: amounts under 1,000 were 1 % of training.
+        amount = rng.randint(100, 999)
     active, police = rng.random() < 0.7, rng.random() < 0.5
     over = amount > limit
     event = cue(rng, CLAIM_TYPES, "claim", claim_type, split)
@@ -757,7 +780,7 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
             TRAIN_CUES["employed"]["yes" if employed else "no"],
             split,
         ),
-        pick(
+        widen(
             rng,
             [
                 "I defaulted on a car loan two years ago.",
@@ -774,6 +797,7 @@ def _loan(rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
                 "There are no defaults in my history.",
                 "I have never defaulted on any loan.",
             ],
+            TRAIN_CUES["default"]["yes" if defaults else "no"],
             split,
         ),
         phrasing(

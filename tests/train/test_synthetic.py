@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 from decide.train import synthetic
 
@@ -119,17 +120,22 @@ def test_training_products_are_any_words_and_names_and_cities_are_not() -> None:
     assert as_words < 0.05, as_words
 
 
-def test_training_claims_often_have_round_amounts_and_test_claims_rarely() -> None:
-    def round_share(split: str) -> float:
+def test_training_claims_often_have_round_or_three_digit_amounts() -> None:
+    def amounts(split: str) -> list[int]:
         rng = random.Random(17)
-        amounts = []
-        while len(amounts) < 400:
+        found = []
+        while len(found) < 400:
             _, _, _, gold = synthetic.sample_document(rng, split)
             if "amount" in gold:
-                amounts.append(gold["amount"])
-        return sum(a % 100 == 0 for a in amounts) / len(amounts)
+                found.append(gold["amount"])
+        return found
 
-    assert round_share("train") > 0.2 and round_share("test") < 0.05
+    def share(values: list[int], test: Callable[[int], bool]) -> float:
+        return sum(map(test, values)) / len(values)
+
+    train, test = amounts("train"), amounts("test")
+    assert share(train, lambda a: a % 100 == 0) > 0.2 and share(test, lambda a: a % 100 == 0) < 0.05
+    assert share(train, lambda a: a < 1000) > 0.05 and share(test, lambda a: a < 1000) < 0.05
 
 
 def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answers() -> None:
@@ -157,7 +163,7 @@ def test_train_only_phrasings_repeat_no_sentence_of_a_test_document() -> None:
     ticket problems)."""
     train_only = {t for items in synthetic.TRAIN_PHRASINGS.values() for t in items}
     train_only |= set(synthetic.TRAIN_DISTRACTORS)
-    for kind in ("employed", "active", "urgent", "refund"):
+    for kind in ("employed", "active", "urgent", "refund", "default"):
         train_only |= {t for items in synthetic.TRAIN_CUES[kind].values() for t in items}
     phrases = [
         c.casefold()
