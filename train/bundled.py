@@ -29,6 +29,7 @@ from .loop import TrainConfig, train
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
 MAMS_SHARE = 0.4  # of training rows; the rest are synthetic decision documents
+DRILL_SHARE = 0.3  # of the synthetic rows: a derived question after its given inputs
 RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
 
 
@@ -90,15 +91,18 @@ def build_init(work: Path) -> Path:
     return init
 
 
-def row_sampler(mams_share: float = MAMS_SHARE):
+def row_sampler(mams_share: float = MAMS_SHARE, drill_share: float = DRILL_SHARE):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
-    review with its eight aspect questions."""
+    review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
+    question asked after its inputs, whose answers are given (`synthetic.derived_drill`)."""
     reviews = mams.load("train")
 
-    def rows(rng: random.Random) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    def rows(rng: random.Random) -> tuple[Any, ...]:
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
+        if drill_share and rng.random() < drill_share:
+            return synthetic.derived_drill(rng, "train")
         _, text, questions, gold = synthetic.sample_document(rng, "train")
         return text, questions, gold
 

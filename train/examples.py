@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,8 +96,12 @@ class ExampleBuilder:
         questions: Sequence[dict[str, Any]],
         gold: dict[str, Any],
         rng: random.Random,
+        given: Collection[str] = (),
     ) -> Example | None:
-        """One example for a row (a random block when there are several), or None if skipped."""
+        """One example for a row (a random block when there are several), or None if skipped.
+        The answers of the questions in `given` stay in their slots, never masked: what the
+        trained answers see when they are decided after those (a derived answer after its
+        inputs)."""
         self.stats.rows += 1
         try:
             compiled = [self.compiler.compile(q) for q in parse_questions(list(questions), "row")]
@@ -123,10 +127,13 @@ class ExampleBuilder:
                     self.stats.skip(f"unspellable gold for {compiled_question.id}")
                     return None
                 ids[start + slot.start : start + slot.end] = tokens
-                if b == block_index:
+                if b == block_index and compiled_question.id not in given:
                     slots.extend(range(start + slot.start, start + slot.end))
                     is_value.extend(t != self.compiler.filler_id for t in tokens)
                     question.extend([k] * len(tokens))
+        if not slots:
+            self.stats.skip("every answer given")
+            return None
         return Example(ids=ids, slots=slots, is_value=is_value, question=question)
 
 

@@ -147,7 +147,9 @@ def batch_loss(
     return (ce * torch.tensor(weights, device=device)).sum() / len(examples)
 
 
-Rows = Callable[[random.Random], tuple[str, list[dict[str, Any]], dict[str, Any]]]
+# A row: (document, questions, gold answers), optionally with the ids of the questions whose
+# answers are given (stay unmasked) as a fourth element.
+Rows = Callable[[random.Random], tuple[Any, ...]]
 
 
 def draw_batch(
@@ -158,7 +160,8 @@ def draw_batch(
     rng = random.Random(config.seed * 1_000_003 + step)
     batch: list[Example] = []
     while len(batch) < config.batch_size:
-        example = builder.build(*rows(rng), rng)
+        document, questions, gold, *given = rows(rng)
+        example = builder.build(document, questions, gold, rng, *given)
         if example is not None:
             batch.append(example)
     return batch

@@ -1050,3 +1050,25 @@ def sample_document(
     chosen = sorted(rng.sample(range(len(spec.questions)), count))
     questions = [spec.questions[i] for i in chosen]
     return name, text, questions, {q["id"]: gold[q["id"]] for q in questions}
+
+
+def derived_drill(
+    rng: random.Random, split: Split
+) -> tuple[str, list[dict[str, Any]], dict[str, Any], set[str]]:
+    """(document, questions, gold answers, given): one derived question of `DEPENDENCY_INPUTS`
+    asked after its inputs, whose answers are given (never masked in training). A derived answer
+    trained only with its inputs masked learns to answer from the document's words (the bundled
+    model's `over_limit` stayed at its majority value for every CPU stage); with the inputs'
+    answers in the block it learns to read them (docs/bundled-model.md, "Comparisons")."""
+    derived = rng.choice(sorted(DEPENDENCY_INPUTS))
+    domain = next(d for d in DOMAINS.values() if any(q["id"] == derived for q in d.questions))
+    text, gold = domain.sample(rng, split)
+    wanted = DEPENDENCY_INPUTS[derived] | {derived}
+    questions = [q for q in domain.questions if q["id"] in wanted]
+    questions.sort(key=lambda q: q["id"] == derived)  # inputs first, in the domain's order
+    return (
+        text,
+        questions,
+        {q["id"]: gold[q["id"]] for q in questions},
+        set(DEPENDENCY_INPUTS[derived]),
+    )

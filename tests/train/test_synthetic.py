@@ -156,6 +156,22 @@ def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answer
     assert checked == synthetic.DEPENDENCIES.keys()
 
 
+def test_derived_drills_ask_each_derived_question_last_after_its_given_inputs() -> None:
+    """A drill asks one derived question after exactly its inputs, whose answers are given, with
+    gold answers that satisfy the dependency; over many drills every derived question comes up."""
+    rng = random.Random(8)
+    asked = set()
+    for _ in range(200):
+        text, questions, gold, given = synthetic.derived_drill(rng, "train")
+        derived = questions[-1]["id"]
+        asked.add(derived)
+        assert given == synthetic.DEPENDENCY_INPUTS[derived]
+        assert {q["id"] for q in questions[:-1]} == given and gold.keys() == given | {derived}
+        assert synthetic.DEPENDENCIES[derived](gold)
+        assert text.strip()
+    assert asked == synthetic.DEPENDENCY_INPUTS.keys()
+
+
 def test_train_only_phrasings_repeat_no_sentence_of_a_test_document() -> None:
     """TRAIN_PHRASINGS, the sentence cues and the distractors widen training only: no held-out
     sentence, with its city, product and days put back as placeholders, is one of them, and no

@@ -16,9 +16,17 @@ from safetensors.torch import load_file
 
 from decide.cli import main
 from decide.engine import load_model
+from decide.train.bundled import row_sampler
 from decide.train.examples import ExampleBuilder
-from decide.train.loop import TrainConfig, batch_loss, bf16_is_fast, position_weights, train
-from decide.train.synthetic import sample_document
+from decide.train.loop import (
+    TrainConfig,
+    batch_loss,
+    bf16_is_fast,
+    draw_batch,
+    position_weights,
+    train,
+)
+from decide.train.synthetic import derived_drill, sample_document
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +93,38 @@ def test_loss_masks_answer_slots_only(base) -> None:
     for row, example in enumerate(examples):
         positions = set(torch.nonzero(masked[row]).flatten().tolist())
         assert positions and positions <= set(example.slots)  # never a prompt or skeleton token
+
+
+def test_given_answers_stay_in_their_slots_and_are_never_masked(base) -> None:
+    """`given` questions keep their gold answers in the block and drop out of the maskable slots;
+    a row whose every answer is given is skipped, counted, not trained on."""
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    text, questions, gold, given = derived_drill(random.Random(2), "train")
+    full = builder.build(text, questions, gold, random.Random(0))
+    drill = builder.build(text, questions, gold, random.Random(0), given)
+    assert full is not None and drill is not None
+    assert drill.ids == full.ids  # the same block, gold answers everywhere
+    assert set(drill.slots) < set(full.slots)
+    # what remains maskable is exactly the derived question's slot (the last question)
+    assert set(drill.question) == {max(full.question)}
+    masked = batch_loss(loaded.model, [drill], loaded.config.mask_token_id,
+                        builder.compiler.filler_id, torch.Generator().manual_seed(0), 0.25)  # fmt: skip
+    assert torch.isfinite(masked)
+    every = {q["id"] for q in questions}
+    assert builder.build(text, questions, gold, random.Random(0), every) is None
+    assert builder.stats.skipped["every answer given"] == 1
+
+
+def test_the_recipe_draws_drills_with_given_answers(base) -> None:
+    """The bundled recipe's rows carry their given answers through `draw_batch`: with every
+    synthetic row a drill, each example's maskable slots are one question's."""
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    rows = row_sampler(mams_share=0.0, drill_share=1.0)
+    batch = draw_batch(builder, rows, replace(CONFIG, batch_size=6), step=0)
+    assert len(batch) == 6
+    assert all(len(set(example.question)) == 1 for example in batch)
 
 
 def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
