@@ -28,8 +28,17 @@ from .loop import TrainConfig, train
 
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
-MAMS_SHARE = 0.4  # of training rows; the rest are synthetic decision documents
-DRILL_SHARE = 0.3  # of the synthetic rows: a derived question after its given inputs
+MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
+DRILL_SHARE = 0.5  # of the synthetic rows: a derived question with its inputs' answers given
+# which derived question a drill asks: the comparisons most (over_limit was at its majority value
+# through stage 7), refund_eligible (97 % in stage 7) least
+DRILL_WEIGHTS = {
+    "over_limit": 3.0,
+    "within_income": 2.0,
+    "approve": 2.0,
+    "eligible": 2.0,
+    "refund_eligible": 1.0,
+}
 RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
 
 
@@ -91,10 +100,15 @@ def build_init(work: Path) -> Path:
     return init
 
 
-def row_sampler(mams_share: float = MAMS_SHARE, drill_share: float = DRILL_SHARE):
+def row_sampler(
+    mams_share: float = MAMS_SHARE,
+    drill_share: float = DRILL_SHARE,
+    drill_weights: dict[str, float] | None = DRILL_WEIGHTS,
+):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
-    review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
-    question asked after its inputs, whose answers are given (`synthetic.derived_drill`)."""
+    review with its eight aspect questions, or (`drill_share` of the synthetic rows) a document
+    asked a derived question with its inputs, whose answers are given (`synthetic.derived_drill`,
+    the derived question drawn by `drill_weights`)."""
     reviews = mams.load("train")
 
     def rows(rng: random.Random) -> tuple[Any, ...]:
@@ -102,7 +116,7 @@ def row_sampler(mams_share: float = MAMS_SHARE, drill_share: float = DRILL_SHARE
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
         if drill_share and rng.random() < drill_share:
-            return synthetic.derived_drill(rng, "train")
+            return synthetic.derived_drill(rng, "train", drill_weights)
         _, text, questions, gold = synthetic.sample_document(rng, "train")
         return text, questions, gold
 

@@ -26,7 +26,7 @@ from decide.train.loop import (
     position_weights,
     train,
 )
-from decide.train.synthetic import derived_drill, sample_document
+from decide.train.synthetic import DEPENDENCY_INPUTS, derived_drill, sample_document
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +106,10 @@ def test_given_answers_stay_in_their_slots_and_are_never_masked(base) -> None:
     assert full is not None and drill is not None
     assert drill.ids == full.ids  # the same block, gold answers everywhere
     assert set(drill.slots) < set(full.slots)
-    # what remains maskable is exactly the derived question's slot (the last question)
-    assert set(drill.question) == {max(full.question)}
+    # what remains maskable is exactly the questions not given
+    not_given = {k for k, q in enumerate(questions) if q["id"] not in given}
+    assert set(drill.question) == set(full.question) - (set(range(len(questions))) - not_given)
+    assert set(drill.question) == not_given
     masked = batch_loss(loaded.model, [drill], loaded.config.mask_token_id,
                         builder.compiler.filler_id, torch.Generator().manual_seed(0), 0.25)  # fmt: skip
     assert torch.isfinite(masked)
@@ -118,13 +120,25 @@ def test_given_answers_stay_in_their_slots_and_are_never_masked(base) -> None:
 
 def test_the_recipe_draws_drills_with_given_answers(base) -> None:
     """The bundled recipe's rows carry their given answers through `draw_batch`: with every
-    synthetic row a drill, each example's maskable slots are one question's."""
+    row an over_limit drill, the claim's amount and policy limit are in every block and never
+    maskable."""
     loaded = load_model(base)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
-    rows = row_sampler(mams_share=0.0, drill_share=1.0)
+    only = {name: 0.0 for name in DEPENDENCY_INPUTS} | {"over_limit": 1.0}
+    rows = row_sampler(mams_share=0.0, drill_share=1.0, drill_weights=only)
     batch = draw_batch(builder, rows, replace(CONFIG, batch_size=6), step=0)
-    assert len(batch) == 6
-    assert all(len(set(example.question)) == 1 for example in batch)
+    assert len(batch) == 6 and all(example.slots for example in batch)
+    # the same rows drawn again, built without their given ids: the amount and limit slots come
+    # back, so the drills above left out exactly those
+    rng = random.Random(0)
+    for _ in range(6):
+        text, questions, gold, given = rows(rng)
+        assert given == {"amount", "policy_limit"}
+        drill = builder.build(text, questions, gold, random.Random(1), given)
+        full = builder.build(text, questions, gold, random.Random(1))
+        ids = [q["id"] for q in questions]
+        left_out = set(full.question) - set(drill.question)
+        assert left_out == {ids.index("amount"), ids.index("policy_limit")}
 
 
 def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
