@@ -29,14 +29,14 @@ from .loop import TrainConfig, train
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
 MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
-DRILL_SHARE = 0.5  # of the synthetic rows: a derived question with its inputs' answers given
+DRILL_SHARE = 0.5  # of the synthetic rows: a derived question after its inputs, answers given
 # which derived question a drill asks: the comparisons most (over_limit was at its majority value
 # through stage 7), refund_eligible (97 % in stage 7) least
 DRILL_WEIGHTS = {
-    "over_limit": 3.0,
+    "over_limit": 4.0,
     "within_income": 2.0,
-    "approve": 2.0,
-    "eligible": 2.0,
+    "approve": 1.5,
+    "eligible": 1.5,
     "refund_eligible": 1.0,
 }
 RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
@@ -106,9 +106,9 @@ def row_sampler(
     drill_weights: dict[str, float] | None = DRILL_WEIGHTS,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
-    review with its eight aspect questions, or (`drill_share` of the synthetic rows) a document
-    asked a derived question with its inputs, whose answers are given (`synthetic.derived_drill`,
-    the derived question drawn by `drill_weights`)."""
+    review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
+    question asked after its inputs, whose answers are given (`synthetic.derived_drill`, the
+    derived question drawn by `drill_weights`)."""
     reviews = mams.load("train")
 
     def rows(rng: random.Random) -> tuple[Any, ...]:

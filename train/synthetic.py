@@ -1055,24 +1055,20 @@ def sample_document(
 def derived_drill(
     rng: random.Random, split: Split, weights: dict[str, float] | None = None
 ) -> tuple[str, list[dict[str, Any]], dict[str, Any], set[str]]:
-    """(document, questions, gold answers, given): a document asked one derived question of
-    `DEPENDENCY_INPUTS` with all its inputs, whose answers are given (never masked in training),
-    and 0 to all of the domain's other questions, in the domain's order, one block (at most 8).
+    """(document, questions, gold answers, given): one derived question of `DEPENDENCY_INPUTS`
+    asked after exactly its inputs, whose answers are given (never masked in training).
     `weights` (by derived question, default 1) chooses which derived question is drilled.
     A derived answer trained only with its inputs masked learns to answer from the document's
     words (the bundled model's `over_limit` stayed at its majority value for every CPU stage);
     with the inputs' answers in the block it learns to read them (docs/bundled-model.md,
-    "Comparisons"). The other questions keep teaching stated facts in the same row."""
+    "Comparisons"). The drill is bare on purpose: its one maskable slot carries the row's whole
+    loss, where in a whole document it would carry one slot's share (a drill of eight questions
+    left `over_limit` at its majority value after 500 steps)."""
     names = sorted(DEPENDENCY_INPUTS)
     chance = [1.0 if weights is None else weights.get(name, 1.0) for name in names]
     derived = rng.choices(names, weights=chance)[0]
     domain = next(d for d in DOMAINS.values() if any(q["id"] == derived for q in d.questions))
     text, gold = domain.sample(rng, split)
     given = set(DEPENDENCY_INPUTS[derived])
-    wanted = given | {derived}
-    others = [i for i, q in enumerate(domain.questions) if q["id"] not in wanted]
-    extra = rng.randint(0, min(8, len(domain.questions)) - len(wanted))
-    chosen = set(rng.sample(others, extra))
-    chosen |= {i for i, q in enumerate(domain.questions) if q["id"] in wanted}
-    questions = [domain.questions[i] for i in sorted(chosen)]
+    questions = [q for q in domain.questions if q["id"] in given | {derived}]  # inputs first
     return text, questions, {q["id"]: gold[q["id"]] for q in questions}, given
