@@ -315,6 +315,13 @@ Examples:
     show_default=True,
     help="Average the loss over slot positions, or per question (short answers weigh more).",
 )
+@click.option(
+    "--cap-weight/--no-cap-weight",
+    default=False,
+    show_default=True,
+    help="Weigh a masked position 1/max(t, masked share of its slots), not 1/t: bounded for "
+    "examples with one maskable slot (derived drills).",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option(
     "--bf16/--no-bf16",
@@ -351,6 +358,7 @@ def train(
     lr: float,
     seed: int,
     weighting: str,
+    cap_weight: bool,
     device: str,
     bf16: bool | None,
     workers: int,
@@ -374,6 +382,7 @@ def train(
                 batch_size=batch_size,
                 lr=lr,
                 weighting=weighting,
+                cap_weight=cap_weight,
                 device=device,
                 bf16=bf16,
                 workers=workers,
@@ -401,6 +410,7 @@ def train(
                 batch_size=batch_size,
                 lr=lr,
                 weighting=weighting,
+                cap_weight=cap_weight,
                 device=device,
                 bf16=bf16,
                 workers=workers,

@@ -8,6 +8,10 @@ would otherwise drown the one-token answers (booleans, enums) the notes found sl
 With `weighting="questions"` the average is taken per question instead (each question's masked
 positions weighted 1/t and divided by its slot length, then averaged over the block's questions),
 so a one-token boolean weighs as much as a 24-token name.
+With `cap_weight` a masked position weighs 1/max(t, m) instead of 1/t, where m is the share of the
+slot positions actually masked: the same for whole blocks (m is about t), but an example with one
+maskable slot (a derived drill, `synthetic.derived_drill`) has that slot masked whatever t is
+drawn, and would otherwise weigh 1/t, without bound as t → 0 (docs/bundled-model.md, "Stage 8").
 
 Everything random (which rows, which block, t, which positions) is drawn from generators seeded by
 `(seed, step)`, so a run is deterministic for a seed and a resumed run continues exactly where the
@@ -54,6 +58,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     filler_weight: float = 0.25
     weighting: str = "positions"  # or "questions": each question weighs alike (see above)
+    # weigh a masked position 1/max(t, masked share of the example's slots) instead of 1/t
+    # (see above); not used by any shipped stage yet
+    cap_weight: bool = False
     dropout: float = 0.1  # hidden dropout while training, for models that have it (BERT)
     seed: int = 0
     bf16: bool | None = None  # bf16 autocast; None: where it is fast (see `bf16_is_fast`)
@@ -87,13 +94,21 @@ def lr_at(step: int, c: TrainConfig) -> float:
 
 
 def position_weights(
-    example: Example, picked: Sequence[int], t: float, filler_weight: float, weighting: str
+    example: Example,
+    picked: Sequence[int],
+    t: float,
+    filler_weight: float,
+    weighting: str,
+    cap: bool = False,
 ) -> list[float]:
     """Loss weights of the masked slot positions `picked` (indices into `example.slots`) for a
     mask rate t: 1/t per position (filler positions `filler_weight` of that), averaged over the
-    block's slot positions ("positions") or per question, then over questions ("questions")."""
+    block's slot positions ("positions") or per question, then over questions ("questions").
+    With `cap`, 1/max(t, share of the slot positions picked) instead of 1/t."""
     if weighting not in ("positions", "questions"):
         raise ValueError(f"weighting must be 'positions' or 'questions', got {weighting!r}")
+    if cap:
+        t = max(t, len(picked) / len(example.slots))
     sizes: dict[int, int] = {}  # slot positions per question, for "questions" only
     if weighting == "questions":
         for q in example.question:
@@ -116,6 +131,7 @@ def batch_loss(
     gen: torch.Generator,
     filler_weight: float,
     weighting: str = "positions",
+    cap_weight: bool = False,
 ) -> torch.Tensor:
     """MDLM loss of one batch (masks drawn from `gen`, on the CPU, so runs repeat anywhere)."""
     length = max(len(e.ids) for e in examples)
@@ -131,7 +147,7 @@ def batch_loss(
         picked_positions = torch.nonzero(picked).flatten().tolist()
         for k, w in zip(
             picked_positions,
-            position_weights(e, picked_positions, t, filler_weight, weighting),
+            position_weights(e, picked_positions, t, filler_weight, weighting, cap_weight),
             strict=True,
         ):
             rows.append(i)
@@ -338,6 +354,7 @@ def train(
                     gen,
                     config.filler_weight,
                     config.weighting,
+                    config.cap_weight,
                 )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

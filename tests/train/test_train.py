@@ -190,7 +190,7 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
         "gold": [json.dumps(r[3]) for r in rows],
     }).write_parquet(tmp_path / "labelled.parquet")  # fmt: skip
     for extra, out in (
-        (["--weighting", "questions"], "tuned"),
+        (["--weighting", "questions", "--cap-weight"], "tuned"),
         (["--from-scratch", "--bf16"], "scratch"),
     ):
         result = CliRunner().invoke(main, [
@@ -201,6 +201,7 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
         assert loaded.config.family == "bert"
         recorded = json.loads((tmp_path / out / "train_config.json").read_text())
         assert recorded["weighting"] == ("questions" if out == "tuned" else "positions")
+        assert recorded["cap_weight"] is (out == "tuned")
         # bf16 autocast: asked for, or by default only where this CPU runs it natively
         assert recorded["bf16"] is (bf16_is_fast("cpu") if out == "tuned" else True)
     scratch = _weights(tmp_path / "scratch")["bert.encoder.layer.0.attention.self.query.weight"]
@@ -239,3 +240,34 @@ def test_position_weights_per_position_and_per_question(base) -> None:
         assert b == pytest.approx(a * 2 * (1.0 if example.is_value[k] else 0.25))
     with pytest.raises(ValueError, match="weighting"):
         position_weights(example, every, 1.0, 1.0, "tokens")
+    # Capped: 1/max(t, share picked). Every position picked at t = 0.5 weighs as at t = 1; half
+    # of them picked at t = 0.5 weigh as uncapped.
+    capped = position_weights(example, every, 0.5, 0.25, "questions", cap=True)
+    assert capped == pytest.approx(position_weights(example, every, 1.0, 0.25, "questions"))
+    half_picked = every[::2]
+    share = len(half_picked) / len(every)
+    assert position_weights(example, half_picked, share, 1.0, "positions", cap=True) == (
+        pytest.approx(position_weights(example, half_picked, share, 1.0, "positions"))
+    )
+
+
+def test_capped_weight_bounds_a_drill_with_one_maskable_slot(base) -> None:
+    """A derived drill's one slot is masked whatever t is drawn: uncapped its weight grows as 1/t,
+    capped it is what a fully masked block weighs (1 in all)."""
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    text, questions, gold, given = derived_drill(random.Random(4), "train")
+    drill = builder.build(text, questions, gold, random.Random(0), given)
+    assert drill is not None
+    every = list(range(len(drill.slots)))
+    for t in (0.5, 0.01, 1e-4):
+        assert sum(position_weights(drill, every, t, 1.0, "positions")) == pytest.approx(1 / t)
+        assert sum(position_weights(drill, every, t, 1.0, "positions", cap=True)) == (
+            pytest.approx(1.0)
+        )
+    # the option reaches the loss: smaller (the drawn t is below the masked share of 1)
+    gen = lambda: torch.Generator().manual_seed(5)  # noqa: E731
+    args = (loaded.config.mask_token_id, builder.compiler.filler_id)
+    uncapped = batch_loss(loaded.model, [drill], *args, gen(), 1.0)
+    capped = batch_loss(loaded.model, [drill], *args, gen(), 1.0, "positions", True)
+    assert capped < uncapped and torch.isfinite(capped)
