@@ -438,6 +438,37 @@ def train(
 
 
 @main.command()
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="New model.")
+@click.option(
+    "--weight",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="Share of B: OUTPUT = (1 - weight)*A + weight*B.",
+)
+def merge(a: Path, b: Path, output: Path, weight: float) -> None:
+    """Interpolate the weights of two checkpoints of the same model.
+
+    A and B must share config.json, tokenizer.json and tensor shapes (two fine-tunes from one
+    ancestor); OUTPUT gets A's tokenizer and other files. The bundled model is such a merge.
+
+    \b
+    Example:
+      decide merge build/stage7 build/stage9a -o build/stage9 --weight 0.5
+    """
+    from decide.train.merge import merge_checkpoints
+
+    try:
+        merge_checkpoints(a, b, weight, output)
+    except (ModelLoadError, FileExistsError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"model written to {output} ({1 - weight:g} x {a} + {weight:g} x {b})")
+
+
+@main.command()
 @click.argument("out_dir", metavar="OUT_DIR", type=click.Path(path_type=Path))
 def report(out_dir: Path) -> None:
     """Rebuild report.json and report.html from a job's output directory.

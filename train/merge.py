@@ -1,0 +1,141 @@
+"""Weight-space interpolation of two checkpoints of one model: OUT = (1 - w)·A + w·B.
+
+Two fine-tunes from a common ancestor often sit in one basin of the loss, so the average of their
+weights can keep what each learned (model soups, WiSE-FT). The bundled model is such an average:
+stage 7 (strong on stated facts) and stage 9a (it learned to compare amounts) at w = 0.5
+(docs/bundled-model.md, "Stage 9").
+
+The two directories must hold the same model: the same config.json (up to `torch_dtype`), the
+same tokenizer.json, the same tensor names and shapes. Floating-point tensors are mixed in fp32 and
+stored in A's dtype; other tensors must be equal and are copied. The result is written to a
+temporary directory beside OUT and renamed into place, so a failure leaves no half-written model,
+and an existing model at OUT is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ..engine.checkpoint import INDEX_NAME, weight_files
+from ..engine.errors import ModelLoadError
+
+SUMMARY = "train_summary.json"
+
+
+def _tensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    tensors: dict[str, torch.Tensor] = {}
+    for path in weight_files(model_dir):
+        with safe_open(str(path), framework="pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
+                tensors[name] = handle.get_tensor(name)
+    return tensors
+
+
+def _config(model_dir: Path) -> dict:
+    path = model_dir / "config.json"
+    if not path.is_file():
+        raise ModelLoadError(f"{model_dir}: no config.json")
+    config = json.loads(path.read_text())
+    config.pop("torch_dtype", None)
+    return config
+
+
+def _same_model(a: Path, b: Path) -> None:
+    config_a, config_b = _config(a), _config(b)
+    differ = sorted(k for k in set(config_a) | set(config_b) if config_a.get(k) != config_b.get(k))
+    if differ:
+        raise ModelLoadError(
+            f"{a} and {b} are not the same model: config.json differs in {', '.join(differ[:5])}"
+        )
+    tok_a, tok_b = a / "tokenizer.json", b / "tokenizer.json"
+    if not tok_a.is_file() or not tok_b.is_file():
+        raise ModelLoadError(f"{a} and {b} must both hold tokenizer.json")
+    if tok_a.read_bytes() != tok_b.read_bytes():
+        raise ModelLoadError(f"{a} and {b} have different tokenizer.json files")
+
+
+def merge_checkpoints(a: Path, b: Path, weight: float, out: Path) -> Path:
+    """Write (1 - weight)·A + weight·B to `out`, with A's other files (tokenizer, licences).
+
+    `train_summary.json` records both parents, the weight and each parent's own summary.
+    """
+    a, b, out = Path(a), Path(b), Path(out)
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight must lie in [0, 1] (got {weight}): 0 gives A, 1 gives B")
+    if out.exists() and (out / "model.safetensors").exists():
+        raise FileExistsError(f"{out} already holds a model; choose another output directory")
+    _same_model(a, b)
+    weights_a, weights_b = _tensors(a), _tensors(b)
+    only = sorted(set(weights_a) ^ set(weights_b))
+    if only:
+        raise ModelLoadError(
+            f"{a} and {b} hold different tensors: {', '.join(only[:5])} is in only one of them"
+        )
+    mixed: dict[str, torch.Tensor] = {}
+    for name, ta in sorted(weights_a.items()):
+        tb = weights_b[name]
+        if ta.shape != tb.shape:
+            raise ModelLoadError(
+                f"tensor {name!r}: shape {tuple(ta.shape)} in {a}, {tuple(tb.shape)} in {b}"
+            )
+        if ta.dtype.is_floating_point:
+            mix = torch.lerp(ta.float(), tb.float(), weight)
+            mixed[name] = mix.to(ta.dtype).contiguous()
+        elif torch.equal(ta, tb):
+            mixed[name] = ta.contiguous()
+        else:
+            raise ModelLoadError(
+                f"tensor {name!r} is not floating point and differs in {a} and {b}"
+            )
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for item in a.iterdir():
+            if (
+                item.is_file()
+                and item.suffix != ".safetensors"
+                and item.name
+                not in (
+                    INDEX_NAME,
+                    SUMMARY,
+                )
+            ):
+                shutil.copyfile(item, staging / item.name)
+        save_file(mixed, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        summary = {
+            "merge": {"a": str(a), "b": str(b), "weight": weight, "formula": "(1 - w)*A + w*B"},
+            "a": _summary(a),
+            "b": _summary(b),
+        }
+        (staging / SUMMARY).write_text(json.dumps(summary, indent=2))
+        # mkdtemp makes the directory private (0700) and safetensors its file 0600: give the
+        # model the permissions any other new directory gets here.
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)
+        for item in staging.iterdir():
+            item.chmod(0o666 & ~umask)
+        if out.exists():
+            for item in staging.iterdir():
+                item.replace(out / item.name)
+            staging.rmdir()
+        else:
+            staging.replace(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def _summary(model_dir: Path) -> dict | None:
+    path = model_dir / SUMMARY
+    return json.loads(path.read_text()) if path.is_file() else None
