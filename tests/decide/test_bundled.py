@@ -3,10 +3,11 @@ model is given: the README's first command, run here on the example claims, must
 claim, well above chance (the full accuracy table is `benchmarks/accuracy.py`).
 
 The floors are regression guards, not the product targets: the model shipped on 2026-12-02
-(stage 7: trained on a GPU, then continued on the CPU; docs/bundled-model.md) gets 331 of 360
-answers right on the example claims (92 %; 271 with no question `extract`), while a broken
-model, tokenizer or packing lands near chance (about 30 %); on the first 60 MAMS-ACSA val
-reviews it beats both majority baselines by more than 20 points (the issue's target is 10)."""
+(stage 9: trained on a GPU, continued on the CPU, then the average of two CPU stages;
+docs/bundled-model.md) gets 333 of 360 answers right on the example claims (92 %; 271 with no
+question `extract`), while a broken model, tokenizer or packing lands near chance (about 30 %);
+on the first 60 MAMS-ACSA val reviews it beats both majority baselines by more than 20 points
+(the issue's target is 10)."""
 
 from __future__ import annotations
 
@@ -98,9 +99,9 @@ def test_round_amounts_mostly_keep_their_trailing_zeros() -> None:
     """A known weakness, guarded: a round amount written with a thousands separator sometimes
     loses its last zero ("7,000 dollars" -> 700). The synthetic test amounts are rarely round, so
     benchmarks/accuracy.py does not show it. On these 60 seeded letters (49 round amounts) the
-    shipped model (stage 7) gets 47 round amounts right and 58/60 in all; stage 6 got 48 (59/60),
-    stage 4 49 (60/60), the unshipped stage 5 40 (51/60), stage 2 44 (55/60), the GPU model
-    before it 36 (47/60)."""
+    shipped model (stage 9) gets 48 round amounts right and 59/60 in all; stage 7 got 47 (58/60),
+    stage 6 48 (59/60), stage 4 49 (60/60), the unshipped stage 5 40 (51/60), stage 2 44 (55/60),
+    the GPU model before it 36 (47/60)."""
     rng = random.Random(0)
     letters = [
         "Dear claims team, a pipe burst in our kitchen in Austin. I claim {a} for the repairs. "
