@@ -20,6 +20,8 @@ from .errors import ModelLoadError
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
+FLOAT_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+                "BF16": torch.bfloat16}  # fmt: skip
 
 
 def weight_files(model_dir: Path) -> list[Path]:
@@ -97,6 +99,16 @@ class TensorSource:
     def stored_dtype(self, name: str) -> str:
         """The dtype as written in the file header (e.g. "BF16")."""
         return self._handles[self._where[name]].get_slice(name).get_dtype()
+
+    def float_dtype(self, name: str) -> torch.dtype:
+        """The stored dtype as a torch floating-point dtype; other dtypes are errors."""
+        stored = self.stored_dtype(name)
+        if stored not in FLOAT_DTYPES:
+            raise ModelLoadError(
+                f"{self._where[name].name}: tensor {name!r} has dtype {stored}, "
+                "expected floating point weights"
+            )
+        return FLOAT_DTYPES[stored]
 
     def get(self, name: str, dtype: torch.dtype) -> torch.Tensor:
         tensor = self._handles[self._where[name]].get_tensor(name)

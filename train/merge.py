@@ -6,10 +6,10 @@ stage 7 (strong on stated facts) and stage 9a (it learned to compare amounts) at
 (docs/bundled-model.md, "Stage 9").
 
 The two directories must hold the same model: the same config.json (up to `torch_dtype`), the
-same tokenizer.json, the same tensor names and shapes. Floating-point tensors are mixed in fp32 and
-stored in A's dtype; other tensors must be equal and are copied. The result is written to a
-temporary directory beside OUT and renamed into place, so a failure leaves no half-written model,
-and an existing model at OUT is never overwritten.
+same tokenizer.json, the same tensor names and shapes. Tensors are mixed in fp32 and stored in
+A's dtype; like the engine, it refuses tensors that are not floating point. The result is
+written to a temporary directory beside OUT and renamed into place, so a failure leaves no
+half-written model, and an existing model at OUT is never overwritten.
 """
 
 from __future__ import annotations
@@ -21,22 +21,12 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..engine.checkpoint import INDEX_NAME, weight_files
+from ..engine.checkpoint import INDEX_NAME, TensorSource, weight_files
 from ..engine.errors import ModelLoadError
 
 SUMMARY = "train_summary.json"
-
-
-def _tensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    tensors: dict[str, torch.Tensor] = {}
-    for path in weight_files(model_dir):
-        with safe_open(str(path), framework="pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
-                tensors[name] = handle.get_tensor(name)
-    return tensors
 
 
 def _config(model_dir: Path) -> dict:
@@ -70,45 +60,33 @@ def merge_checkpoints(a: Path, b: Path, weight: float, out: Path) -> Path:
     a, b, out = Path(a), Path(b), Path(out)
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"weight must lie in [0, 1] (got {weight}): 0 gives A, 1 gives B")
-    if out.exists() and (out / "model.safetensors").exists():
+    if out.is_dir() and any(out.glob("*.safetensors")):
         raise FileExistsError(f"{out} already holds a model; choose another output directory")
     _same_model(a, b)
-    weights_a, weights_b = _tensors(a), _tensors(b)
-    only = sorted(set(weights_a) ^ set(weights_b))
+    source_a, source_b = TensorSource(weight_files(a)), TensorSource(weight_files(b))
+    only = sorted(source_a.names() ^ source_b.names())
     if only:
         raise ModelLoadError(
             f"{a} and {b} hold different tensors: {', '.join(only[:5])} is in only one of them"
         )
     mixed: dict[str, torch.Tensor] = {}
-    for name, ta in sorted(weights_a.items()):
-        tb = weights_b[name]
-        if ta.shape != tb.shape:
+    for name in sorted(source_a.names()):
+        if source_a.shape(name) != source_b.shape(name):
             raise ModelLoadError(
-                f"tensor {name!r}: shape {tuple(ta.shape)} in {a}, {tuple(tb.shape)} in {b}"
+                f"tensor {name!r}: shape {source_a.shape(name)} in {a}, "
+                f"{source_b.shape(name)} in {b}"
             )
-        if ta.dtype.is_floating_point:
-            mix = torch.lerp(ta.float(), tb.float(), weight)
-            mixed[name] = mix.to(ta.dtype).contiguous()
-        elif torch.equal(ta, tb):
-            mixed[name] = ta.contiguous()
-        else:
-            raise ModelLoadError(
-                f"tensor {name!r} is not floating point and differs in {a} and {b}"
-            )
+        mix = torch.lerp(
+            source_a.get(name, torch.float32), source_b.get(name, torch.float32), weight
+        )
+        mixed[name] = mix.to(source_a.float_dtype(name)).contiguous()
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        skip = (INDEX_NAME, SUMMARY)
         for item in a.iterdir():
-            if (
-                item.is_file()
-                and item.suffix != ".safetensors"
-                and item.name
-                not in (
-                    INDEX_NAME,
-                    SUMMARY,
-                )
-            ):
+            if item.is_file() and item.suffix != ".safetensors" and item.name not in skip:
                 shutil.copyfile(item, staging / item.name)
         save_file(mixed, str(staging / "model.safetensors"), metadata={"format": "pt"})
         summary = {

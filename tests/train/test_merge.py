@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 from click.testing import CliRunner
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from decide.cli import main
 from decide.engine import ModelLoadError, load_model
@@ -85,6 +85,14 @@ def test_merge_refuses_different_models_and_never_overwrites(
     (retokenized / "tokenizer.json").write_text(json.dumps(tokenizer))
     with pytest.raises(ModelLoadError, match=r"different tokenizer\.json"):
         merge_checkpoints(a, retokenized, 0.5, tmp_path / "y")
+    counted = {}
+    for name, parent in (("ca", a), ("cb", b)):  # an integer tensor, as the engine refuses
+        counted[name] = tmp_path / name
+        shutil.copytree(parent, counted[name])
+        tensors = _weights(parent) | {"steps": torch.tensor([3])}
+        save_file(tensors, str(counted[name] / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match=r"'steps' has dtype .*expected floating point"):
+        merge_checkpoints(counted["ca"], counted["cb"], 0.5, tmp_path / "w")
     with pytest.raises(ValueError, match=r"weight must lie in \[0, 1\]"):
         merge_checkpoints(a, b, 1.5, tmp_path / "z")
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
