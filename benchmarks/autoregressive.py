@@ -189,8 +189,7 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
     items: list[Item] = common.items(eng, docs)
     packed = [eng.packer.pack(d.text, it.questions) for d, it in zip(docs, items, strict=True)]
     prompts = [list(p.request.prompt) for p in packed]
-    eos = loaded.tokenizer.special_id("eos_token")
-    assert eos is not None
+    eos = loaded.config.end_of_turn_ids[0]  # the token both decoders write after the `}`
     started = time.perf_counter()
     ovocab = outlines_vocabulary(eng.compiler.vocabulary, eos)
     vocab_s = time.perf_counter() - started

@@ -31,21 +31,44 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("model_dir", type=click.Path(path_type=Path))
-def inspect(model_dir: Path) -> None:
-    """Describe a model directory without loading its weights.
+@click.argument("model_dir", type=click.Path(path_type=Path), required=False)
+def inspect(model_dir: Path | None) -> None:
+    """Describe a model directory (the bundled model when none is given) without loading its
+    weights: each value a checkpoint can spell in several places is shown with the file and field
+    it came from.
 
     \b
     Example:
       decide inspect ./models/sdar-1.7b-chat
     """
+    import torch
+
+    from decide.bundled import resolve_model_path
+    from decide.engine import resolution
+    from decide.jobs.spec import SpecError
+
     try:
+        model_dir = resolve_model_path(model_dir)
         family, config, tokenizer = load_config(model_dir)
         params, by_dtype, files = describe_weights(model_dir)
-    except ModelLoadError as exc:
+    except (ModelLoadError, SpecError) as exc:
         _fail(str(exc))
         return
     dtypes = ", ".join(f"{d} ({n:,})" for d, n in sorted(by_dtype.items()))
+    try:
+        cpu, why = resolution.resolve_dtype("auto", model_dir, torch.device("cpu"))
+        auto = f"{str(cpu).removeprefix('torch.')} on this CPU ({why})"
+    except ModelLoadError as exc:  # mixed matrices: inspect still describes the directory
+        auto = f"refused: {exc}"
+
+    def token(token_id: int) -> str:
+        return f"{token_id} {tokenizer.tokenizer.id_to_token(token_id)}"
+
+    specials = ", ".join(
+        f"{key.removesuffix('_token')} {text} ({tokenizer.special_sources[key]})"
+        for key, text in tokenizer.special_tokens.items()
+    )
+    ends = config.end_of_turn_ids
     rows = [
         ("family", family.name),
         ("model type", config.model_type),
@@ -57,12 +80,24 @@ def inspect(model_dir: Path) -> None:
         ("head dim", config.head_dim),
         ("intermediate size", config.intermediate_size),
         ("vocab", f"{tokenizer.vocab_size} tokens, {config.embedding_size} embedding rows"),
-        ("mask id", f"{config.mask_token_id} (from {config.mask_token_source})"),
-        ("block size", config.block_size if config.block_size else "-"),
+        ("tokenizer", tokenizer.source),
+        ("special tokens", specials or "-"),
+        ("mask id", f"{token(config.mask_token_id)} (from {config.mask_token_source})"),
+        (
+            "end of turn",
+            f"{token(ends[0])} (from {config.end_of_turn_source})" if ends else "-",
+        ),
+        ("stop ids", ", ".join(token(i) for i in ends) or "-"),
+        ("context", f"{config.context_length} tokens (from {config.context_source})"),
+        (
+            "block size",
+            f"{config.block_size} (from {config.block_size_source})" if config.block_size else "-",
+        ),
         ("parameters", f"{params:,}"),
-        ("dtype", dtypes),
+        ("stored dtype", dtypes),
+        ("dtype auto", auto),
         ("weights", ", ".join(f.name for f in files)),
-        ("chat template", "yes" if tokenizer.chat_template else "no"),
+        ("chat template", tokenizer.chat_template.origin if tokenizer.chat_template else "no"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -68,24 +68,55 @@ def weight_files(model_dir: Path) -> list[Path]:
     raise ModelLoadError(f"{model_dir}: no weights (expected {SINGLE_NAME} or {INDEX_NAME})")
 
 
-class TensorSource:
-    """Name → tensor access over every shard of a checkpoint."""
+def check_index(model_dir: Path, source: TensorSource) -> None:
+    """Every tensor `model.safetensors.index.json` names lies in the shard it names."""
+    index = model_dir / INDEX_NAME
+    if not index.is_file():
+        return
+    weight_map = json.loads(index.read_text())["weight_map"]
+    for name, shard in sorted(weight_map.items()):
+        held = source.stored_file(name)
+        if held is None or held.name != Path(shard).name:
+            where = "no shard holds it" if held is None else f"it lies in {held.name}"
+            raise ModelLoadError(
+                f"{index}: `weight_map` puts tensor {name!r} in {shard}, but {where}"
+            )
 
-    def __init__(self, files: list[Path]) -> None:
+
+class TensorSource:
+    """Name → tensor access over every shard of a checkpoint.
+
+    `rename` maps a stored name to the name the family's weight map uses (BERT exports spell
+    LayerNorm weights `gamma`/`beta` and may omit the `bert.` prefix); two stored tensors that
+    rename to one name are an error."""
+
+    def __init__(self, files: list[Path], rename: Callable[[str], str] | None = None) -> None:
         self._handles = {}
         self._where: dict[str, Path] = {}
+        self._stored: dict[str, str] = {}  # name -> the name in the file
+        self._by_stored: dict[str, Path] = {}
         for path in files:
             try:
                 handle = safe_open(str(path), framework="pt")
             except (SafetensorError, OSError) as exc:
                 raise ModelLoadError(f"{path}: not a readable safetensors file ({exc})") from exc
             self._handles[path] = handle
-            for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
+            for stored in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
+                name = rename(stored) if rename else stored
                 if name in self._where:
+                    first = self._stored[name]
+                    also = "" if first == stored else f" (as {first!r} and {stored!r})"
                     raise ModelLoadError(
-                        f"tensor {name!r} appears in both {self._where[name].name} and {path.name}"
+                        f"tensor {name!r} appears in both {self._where[name].name} and "
+                        f"{path.name}{also}"
                     )
                 self._where[name] = path
+                self._stored[name] = stored
+                self._by_stored[stored] = path
+
+    def stored_file(self, stored: str) -> Path | None:
+        """The file holding the tensor stored under `stored` (its name in the file)."""
+        return self._by_stored.get(stored)
 
     def names(self) -> set[str]:
         return set(self._where)
@@ -93,12 +124,15 @@ class TensorSource:
     def file_of(self, name: str) -> Path:
         return self._where[name]
 
+    def _slice(self, name: str):  # safetensors does not export its slice type
+        return self._handles[self._where[name]].get_slice(self._stored[name])
+
     def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self._handles[self._where[name]].get_slice(name).get_shape())
+        return tuple(self._slice(name).get_shape())
 
     def stored_dtype(self, name: str) -> str:
         """The dtype as written in the file header (e.g. "BF16")."""
-        return self._handles[self._where[name]].get_slice(name).get_dtype()
+        return self._slice(name).get_dtype()
 
     def float_dtype(self, name: str) -> torch.dtype:
         """The stored dtype as a torch floating-point dtype; other dtypes are errors."""
@@ -111,7 +145,7 @@ class TensorSource:
         return FLOAT_DTYPES[stored]
 
     def get(self, name: str, dtype: torch.dtype) -> torch.Tensor:
-        tensor = self._handles[self._where[name]].get_tensor(name)
+        tensor = self._handles[self._where[name]].get_tensor(self._stored[name])
         if not tensor.dtype.is_floating_point:
             raise ModelLoadError(
                 f"{self._where[name].name}: tensor {name!r} has dtype {tensor.dtype}, "
@@ -126,14 +160,17 @@ def read_weights(
     shapes: Mapping[str, tuple[int, ...]],
     dtype: torch.dtype,
     ignore: Callable[[str], bool] = lambda name: False,
+    rename: Callable[[str], str] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield `(engine_name, tensor)` for every checkpoint tensor in `names`.
 
-    `names` maps checkpoint names to engine names; `shapes` gives the expected shape per engine
-    name. Missing, misshapen and unexpected tensors (those `ignore` does not excuse) are errors that
-    name the tensor and file.
+    `names` maps checkpoint names (after `rename`) to engine names; `shapes` gives the expected
+    shape per engine name. Missing, misshapen, non-float and unexpected tensors (those `ignore`
+    does not excuse) and an index that misplaces a tensor are errors that name the tensor and
+    file, all found from the headers before the first tensor is read.
     """
-    source = TensorSource(weight_files(model_dir))
+    source = TensorSource(weight_files(model_dir), rename)
+    check_index(model_dir, source)
     present = source.names()
     missing = sorted(set(names) - present)
     if missing:
@@ -155,6 +192,8 @@ def read_weights(
                 f"{source.file_of(src).name}: tensor {src!r} has shape {list(got)}, the config "
                 f"implies {list(want)}"
             )
+        source.float_dtype(src)
+    for src, dst in names.items():
         yield dst, source.get(src, dtype)
 
 

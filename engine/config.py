@@ -47,8 +47,22 @@ class ModelConfig:
     architecture: str = "llama"  # "llama": pre-RMSNorm, RoPE, SwiGLU; "bert": post-LN, absolute
     type_vocab_size: int = 0  # bert: token type embeddings (type 0 is used throughout)
     hybrid: HybridSpec | None = None  # architecture "hybrid_gdn": GDN layers, partial RoPE, MoE
+    # Resolved from several files (`resolution.py`); each with the file and field it came from.
+    block_size_source: str = ""
+    end_of_turn_ids: tuple[int, ...] = ()  # stop ids; the first ends an answer
+    end_of_turn_source: str = ""
+    context_length: int = 0  # tokens a packed sequence may hold; 0 = max_position_embeddings
+    context_source: str = ""
 
     def __post_init__(self) -> None:
+        if not self.context_length:
+            object.__setattr__(self, "context_length", self.max_position_embeddings)
+            object.__setattr__(self, "context_source", self.context_source or "positions")
+        if self.context_length > self.max_position_embeddings:
+            raise ValueError(
+                f"context length {self.context_length} ({self.context_source}) exceeds the "
+                f"model's {self.max_position_embeddings} positions"
+            )
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "

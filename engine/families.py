@@ -39,6 +39,9 @@ class Family:
     weight_names: Callable[[dict[str, Any]], dict[str, str]]  # fields -> {checkpoint: engine}
     # Checkpoint tensors the engine never reads (exporters' buffers, heads of other tasks).
     ignore: Callable[[str], bool] = lambda name: name.endswith("rotary_emb.inv_freq")
+    # A stored tensor name → the name `weight_names` uses (layouts of one family that differ only
+    # in spelling); identity for most families.
+    rename: Callable[[str], str] | None = None
 
 
 def _field(raw: RawConfig, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -249,6 +252,22 @@ def _bert_weights(f: dict[str, Any]) -> dict[str, str]:
     return names
 
 
+BERT_PARTS = ("embeddings.", "encoder.", "pooler.")
+
+
+def _bert_rename(name: str) -> str:
+    """Classic BERT exports (bert-base-uncased as Google converted it) name LayerNorm parameters
+    `gamma`/`beta`; exports of the bare encoder omit the `bert.` prefix."""
+    if name.startswith(BERT_PARTS):
+        name = "bert." + name
+    if "LayerNorm." in name:
+        if name.endswith(".gamma"):
+            return name.removesuffix(".gamma") + ".weight"
+        if name.endswith(".beta"):
+            return name.removesuffix(".beta") + ".bias"
+    return name
+
+
 def _bert_ignore(name: str) -> bool:
     # The decoder is tied to the word embeddings; pooler and NSP head serve other tasks.
     return name.startswith(("bert.pooler.", "cls.seq_relationship.")) or name in (
@@ -425,6 +444,7 @@ FAMILIES: tuple[Family, ...] = (
         parse=_parse_bert,
         weight_names=_bert_weights,
         ignore=_bert_ignore,
+        rename=_bert_rename,
     ),
     Family(
         name="hybrid_gdn",

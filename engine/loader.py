@@ -1,12 +1,14 @@
 """Load a model directory in Hugging Face layout into a native `DiffusionLM`.
 
-A directory holds `config.json`, safetensors weights (single or sharded), `tokenizer.json` and
-optionally `tokenizer_config.json` / `chat_template.jinja`. Nothing in it is executed: no
+A directory holds `config.json`, safetensors weights (single or sharded), `tokenizer.json` (or
+`vocab.json` + `merges.txt`) and optionally `tokenizer_config.json`, `special_tokens_map.json`,
+`generation_config.json`, `chat_template.jinja`. Nothing in it is executed: no
 `trust_remote_code`, no unpickling, the chat template only inside jinja2's sandbox.
 
-The mask token id is resolved in this order and the source is recorded: the config's
-`mask_token_id`, the tokenizer's `mask_token`, the family's documented default (when it fits the
-embedding), else a `ModelLoadError`.
+What a checkpoint can spell in several places (mask id, end of turn, dtype, context length, block
+size) is resolved by `resolution.py`, each value with its source. Every check on names, shapes and
+dtypes runs on the safetensors headers before the first tensor is read, so a refused checkpoint
+is never loaded half-way.
 """
 
 from __future__ import annotations
@@ -19,23 +21,16 @@ from typing import Any
 
 import torch
 
+from . import resolution
 from .bert import BertLM
 from .checkpoint import read_weights, weight_files
 from .config import ModelConfig
 from .errors import ModelLoadError
-from .families import BLOCK_SIZE_FIELDS, Family, family_for
+from .families import Family, family_for
 from .hybrid import HybridLM
 from .model import DiffusionLM, WindowedModel
 from .tokenizer import TokenizerBundle, load_tokenizer
-
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
+from .tokenizer_files import read_json_object
 
 
 @dataclass(frozen=True)
@@ -73,60 +68,6 @@ def read_config(model_dir: Path) -> dict[str, Any]:
     return raw
 
 
-def resolve_dtype(
-    dtype: str | torch.dtype, raw: dict[str, Any], device: torch.device
-) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        if device.type == "cpu":
-            return torch.float32
-        stored = raw.get("torch_dtype") or raw.get("dtype") or "float32"
-        return DTYPES.get(str(stored), torch.float32)
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
-
-
-def _mask_token(
-    raw: dict[str, Any], tokenizer: TokenizerBundle, family: Family, rows: int
-) -> tuple[int, str]:
-    value = raw.get("mask_token_id")
-    if value is not None:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ModelLoadError(f"config.json: `mask_token_id` must be an integer, got {value!r}")
-        return value, "config.json mask_token_id"
-    from_tokenizer = tokenizer.special_id("mask_token")
-    if from_tokenizer is not None:
-        return from_tokenizer, "tokenizer_config.json mask_token"
-    default = family.default_mask_token_id
-    if default is not None and default < rows:
-        return default, f"{family.name} default"
-    why = f"the {family.name} default {default} is outside the {rows}-row embedding"
-    if default is None:
-        why = f"the {family.name} family has no default"
-    raise ModelLoadError(
-        "no mask token id: config.json has no `mask_token_id`, tokenizer_config.json no "
-        f"`mask_token`, and {why}"
-    )
-
-
-def _block_size(raw: dict[str, Any], family: Family, override: int | None) -> int | None:
-    if family.attention != "block_causal":
-        return None
-    if override is not None:
-        return override
-    for name in BLOCK_SIZE_FIELDS.get(family.name, ()):
-        value = raw.get(name)
-        if value is not None:
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ModelLoadError(
-                    f"config.json: `{name}` must be a positive integer, got {value!r}"
-                )
-            return value
-    return family.default_block_size
-
-
 def load_config(
     model_dir: str | Path, block_size: int | None = None
 ) -> tuple[Family, ModelConfig, TokenizerBundle]:
@@ -138,19 +79,33 @@ def load_config(
     tokenizer = load_tokenizer(model_dir)
     if tokenizer.vocab_size > fields["embedding_size"]:
         raise ModelLoadError(
-            f"{model_dir}: tokenizer.json has {tokenizer.vocab_size} tokens but the model only "
-            f"{fields['embedding_size']} embedding rows"
+            f"{model_dir}: the tokenizer ({tokenizer.source}) has {tokenizer.vocab_size} tokens "
+            f"but the model only {fields['embedding_size']} embedding rows"
         )
-    mask_id, source = _mask_token(raw, tokenizer, family, fields["embedding_size"])
+    generation = resolution.generation_config(model_dir)
+    mask_id, source = resolution.mask_token_id(
+        raw, generation, tokenizer, family, fields["embedding_size"]
+    )
+    end_ids, end_source = resolution.end_of_turn(raw, generation, tokenizer)
+    context, context_source = resolution.context_length(
+        raw, family, read_json_object(model_dir / "tokenizer_config.json"),
+        fields["max_position_embeddings"],
+    )  # fmt: skip
+    block, block_source = resolution.block_size(raw, family, block_size)
     try:
         config = ModelConfig(
             family=family.name,
             model_type=raw["model_type"],
             attention=family.attention,  # type: ignore[arg-type]
             logits_shift=family.logits_shift,
-            block_size=_block_size(raw, family, block_size),
+            block_size=block,
+            block_size_source=block_source,
             mask_token_id=mask_id,
             mask_token_source=source,
+            end_of_turn_ids=end_ids,
+            end_of_turn_source=end_source,
+            context_length=context,
+            context_source=context_source,
             **fields,
         )
     except ValueError as exc:
@@ -176,7 +131,8 @@ def load_model(
 ) -> LoadedModel:
     """Load config, tokenizer, chat template and weights of `model_dir`.
 
-    `dtype` "auto" means fp32 on CPU and the checkpoint's stored dtype elsewhere. `block_size`
+    `dtype` "auto" means the dtype the weights are stored in where the device computes it fast
+    (`resolution.resolve_dtype`: fp32 on CPUs without bf16 instructions). `block_size`
     overrides the block length of block-causal families (else the config's, else the family's
     documented default).
     """
@@ -184,7 +140,7 @@ def load_model(
     device = torch.device(device)
     family, config, tokenizer = load_config(model_dir, block_size)
     raw = read_config(model_dir)
-    torch_dtype = resolve_dtype(dtype, raw, device)
+    torch_dtype, _ = resolution.resolve_dtype(dtype, model_dir, device)
     with torch.device("meta"):
         model = build_model(config)
     shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
@@ -199,7 +155,9 @@ def load_model(
             ignore_head and name in ("lm_head.weight", "model.transformer.ff_out.weight")
         )
 
-    state = dict(read_weights(model_dir, names, shapes, torch_dtype, ignore=ignorable))
+    state = dict(
+        read_weights(model_dir, names, shapes, torch_dtype, ignore=ignorable, rename=family.rename)
+    )
     model.load_state_dict(state, assign=True, strict=True)
     model = model.to(device).eval().requires_grad_(False)
     return LoadedModel(
@@ -207,6 +165,13 @@ def load_model(
     )
 
 
+# Every file whose content can change a decision: config, tokenizer in either form, special
+# tokens, end-of-turn ids, chat template.
+METADATA_FILES = (
+    "config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+    "vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json",
+    "generation_config.json",
+)  # fmt: skip
 FULL_HASH_LIMIT = 2 << 30  # bytes of weights hashed in full; larger checkpoints are sampled
 SAMPLES_PER_FILE = 16
 SAMPLE_BYTES = 1 << 20
@@ -215,13 +180,13 @@ SAMPLE_BYTES = 1 << 20
 def model_fingerprint(model_dir: str | Path) -> str:
     """A stable identity of a model directory's contents (not its path or timestamps).
 
-    Config, tokenizer files and chat template are hashed in full. Weights are hashed in full up to
+    The metadata files (`METADATA_FILES`) are hashed in full. Weights are hashed in full up to
     2 GiB in total; beyond that, each file's name, size, safetensors header and 16 evenly spaced
     1 MiB samples, which tells apart any two real fine-tunes at a fraction of the cost.
     """
     model_dir = Path(model_dir)
     digest = hashlib.sha256()
-    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+    for name in METADATA_FILES:
         path = model_dir / name
         if path.is_file():
             digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")

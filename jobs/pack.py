@@ -92,15 +92,14 @@ class Packer:
         instruction: str | None = None,
         long_documents: str = "error",
     ) -> Packer:
-        """The packer a model's decisions use: its mask token, its end-of-sequence token, its
-        context length."""
-        eos = tokenizer.special_id("eos_token")
+        """The packer a model's decisions use: its mask token, the token that ends its assistant
+        turn, its context length (each resolved where `decide.engine.resolution` says)."""
         return cls(
             tokenizer,
             mask_id=config.mask_token_id,
             filler_id=filler_id,
-            end_ids=[] if eos is None else [eos],
-            max_length=config.max_position_embeddings,
+            end_ids=config.end_of_turn_ids[:1],
+            max_length=config.context_length,
             instruction=instruction,
             long_documents=long_documents,
         )
@@ -121,11 +120,7 @@ class Packer:
         template = self.tokenizer.chat_template
         if template is None:
             return f"{content}\n\nAnswer:\n"
-        return template.render(
-            [{"role": "user", "content": content}],
-            add_generation_prompt=True,
-            **self.tokenizer.special_tokens,
-        )
+        return template.render([{"role": "user", "content": content}], add_generation_prompt=True)
 
     def blocks(
         self, questions: Sequence[CompiledQuestion], constraints: Sequence[Any] | None = None

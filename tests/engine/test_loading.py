@@ -156,13 +156,36 @@ def test_chat_template_jinja_file_wins(sdar_dir: Path) -> None:
     assert loaded.tokenizer.chat_template.render([{"role": "user", "content": "q"}]) == "[q]"
 
 
+def _unmark_special(model_dir: Path, text: str) -> None:
+    data = json.loads((model_dir / "tokenizer.json").read_text())
+    for token in data["added_tokens"]:
+        if token["content"] == text:
+            token["special"] = False
+    (model_dir / "tokenizer.json").write_text(json.dumps(data))
+
+
 def test_mask_id_resolution_order(tiny_checkpoint, tmp_path: Path) -> None:
     llada = Path(shutil.copytree(tiny_checkpoint("llada"), tmp_path / "llada"))
+    mask = load_model(llada).config.mask_token_id
     assert load_model(llada).config.mask_token_source == "config.json mask_token_id"
     _edit_json(llada / "config.json", mask_token_id=None)
+    # No config field, no mask_token: a token the tokenizer marks special and names a mask.
+    config = load_model(llada).config
+    assert (config.mask_token_id, config.mask_token_source) == (
+        mask, "tokenizer special token <|mask|>"
+    )  # fmt: skip
+    _unmark_special(llada, "<|mask|>")
     with pytest.raises(ModelLoadError, match="no mask token id") as info:
         load_model(llada)
     assert "126336" in str(info.value)  # the family default, outside this tiny vocabulary
+    (llada / "special_tokens_map.json").write_text(
+        json.dumps({"additional_special_tokens": ["<|im_start|>", "<|mask|>"]})
+    )
+    assert load_model(llada).config.mask_token_source == "additional_special_tokens <|mask|>"
+    (llada / "generation_config.json").write_text(json.dumps({"mask_token_id": mask}))
+    assert load_model(llada).config.mask_token_source == "generation_config.json mask_token_id"
+    (llada / "special_tokens_map.json").write_text(json.dumps({"mask_token": "<|mask|>"}))
+    assert load_model(llada).config.mask_token_source == "special_tokens_map.json mask_token"
     _edit_json(llada / "tokenizer_config.json", mask_token="<|mask|>")
     config = load_model(llada).config
     assert config.mask_token_source == "tokenizer_config.json mask_token"
@@ -173,6 +196,7 @@ def test_mask_id_resolution_order(tiny_checkpoint, tmp_path: Path) -> None:
 def test_family_default_mask_id_when_it_fits(sdar_dir: Path) -> None:
     # A checkpoint with the real SDAR vocabulary size and no mask token anywhere.
     _edit_json(sdar_dir / "tokenizer_config.json", mask_token=None)
+    _unmark_special(sdar_dir, "<|mask|>")
     _edit_json(sdar_dir / "config.json", vocab_size=151936)
     with pytest.raises(ModelLoadError, match="embed_tokens"):  # weights are still 50k rows
         load_model(sdar_dir)
