@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +210,7 @@ def prepare(
         schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
     manifest: dict[str, Any] = {
         "status": "running",
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "fingerprints": fingerprints,
         "model": str(model_path),
         "model_type": model_type,
@@ -319,7 +319,7 @@ def write_decisions(
     decided_now = result.ok + result.failed - previous.get("ok", 0) - previous.get("error", 0)
     manifest.update(
         status="complete",
-        finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         seconds=round(result.seconds, 3),
         counts=counts(),
         throughput={
