@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .hybrid_config import HybridSpec
+from .moe_config import MoeSpec
 
 AttentionKind = Literal["bidirectional", "block_causal"]
 
@@ -47,6 +48,7 @@ class ModelConfig:
     architecture: str = "llama"  # "llama": pre-RMSNorm, RoPE, SwiGLU; "bert": post-LN, absolute
     type_vocab_size: int = 0  # bert: token type embeddings (type 0 is used throughout)
     hybrid: HybridSpec | None = None  # architecture "hybrid_gdn": GDN layers, partial RoPE, MoE
+    moe: MoeSpec | None = None  # architecture "moe": attention + MoE (moe_config.py)
 
     def __post_init__(self) -> None:
         if self.num_heads % self.num_kv_heads:
@@ -56,6 +58,8 @@ class ModelConfig:
             )
         if (self.architecture == "hybrid_gdn") != (self.hybrid is not None):
             raise ValueError("architecture 'hybrid_gdn' and a HybridSpec come together")
+        if (self.architecture == "moe") != (self.moe is not None):
+            raise ValueError("architecture 'moe' and a MoeSpec come together")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.attention == "block_causal" and not self.block_size:

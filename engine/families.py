@@ -39,6 +39,8 @@ class Family:
     weight_names: Callable[[dict[str, Any]], dict[str, str]]  # fields -> {checkpoint: engine}
     # Checkpoint tensors the engine never reads (exporters' buffers, heads of other tasks).
     ignore: Callable[[str], bool] = lambda name: name.endswith("rotary_emb.inv_freq")
+    # Set when the family shares a model_type with another: True for the configs that are its own.
+    claims: Callable[[RawConfig], bool] | None = None
 
 
 def _field(raw: RawConfig, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -374,6 +376,8 @@ def _qwen3_next_ignore(name: str) -> bool:
     return name.startswith("mtp.") or name.endswith("rotary_emb.inv_freq")
 
 
+from .moe_families import MOE_BLOCK_SIZE_FIELDS, MOE_FAMILIES  # noqa: E402
+
 FAMILIES: tuple[Family, ...] = (
     Family(
         name="llada",
@@ -437,6 +441,7 @@ FAMILIES: tuple[Family, ...] = (
         weight_names=_qwen3_next_weights,
         ignore=_qwen3_next_ignore,
     ),
+    *MOE_FAMILIES,
 )
 
 # Config fields that carry the block length, per family (first present wins).
@@ -444,18 +449,23 @@ BLOCK_SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "sdar": ("block_size", "block_length"),
     "fast_dllm": ("bd_size", "block_size"),
     "hybrid_gdn": ("block_size", "block_length", "bd_size"),
+    **MOE_BLOCK_SIZE_FIELDS,
 }
 
 
 def supported_model_types() -> list[str]:
-    return [t for f in FAMILIES for t in f.model_types]
+    return list(dict.fromkeys(t for f in FAMILIES for t in f.model_types))
 
 
-def family_for(model_type: object) -> Family:
-    """The family of a `model_type`; the error lists what is supported."""
-    for family in FAMILIES:
-        if model_type in family.model_types:
+def family_for(model_type: object, raw: RawConfig | None = None) -> Family:
+    """The family of a `model_type` (with `raw`, a family that claims the config wins: LLaDA-MoE
+    is published as `llada`); the error lists what is supported."""
+    matches = [f for f in FAMILIES if model_type in f.model_types]
+    for family in matches:
+        if raw is not None and family.claims is not None and family.claims(raw):
             return family
+    for family in sorted(matches, key=lambda f: f.claims is not None):
+        return family
     raise ModelLoadError(
         f"config.json: unknown model_type {model_type!r}; supported: "
         + ", ".join(supported_model_types())
