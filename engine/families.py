@@ -13,6 +13,11 @@ checkpoint must hold (checkpoint name → engine parameter name). Nothing here t
 | `Fast_dLLM_Qwen` | fast_dllm | Qwen2.5 (QKV bias)   | block-causal  | shifted     | 151665       |
 | `bert`           | bert      | BERT MLM (post-LN)   | bidirectional | unshifted   | tokenizer    |
 | `qwen3_next`     | hybrid_gdn| GDN + gated attn, MoE| block-causal  | unshifted   | config/tok.  |
+| `llada2_moe`     | llada2_moe| LLaDA2.0 MoE         | block-causal  | unshifted   | 156895       |
+| `sdar_moe`       | sdar_moe  | Qwen3-MoE            | block-causal  | unshifted   | 151669       |
+| `llada` + MoE    | llada_moe | LLaDA-MoE (OLMoE)    | bidirectional | unshifted   | 156895       |
+
+The MoE families live in `moe_families.py` and are appended to `FAMILIES` below.
 """
 
 from __future__ import annotations
