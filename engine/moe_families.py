@@ -81,7 +81,7 @@ def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
     _refuse(raw, "using_split_qkv_in_self_attention", lambda v: v is False, "split q/k/v weights")
     head_dim = _head_dim(raw)
     rotary = int(head_dim * _field(raw, "partial_rotary_factor", float, 0.5))
-    _refuse(raw, "rotary_dim", lambda v: v == rotary, f"partial_rotary_factor gives {rotary}")
+    _refuse(raw, "rotary_dim", lambda v: v in (None, rotary), f"partial_rotary_factor: {rotary}")
     layers = _field(raw, "num_hidden_layers", int)
     experts = _field(raw, "num_experts", int, 0)
     first_dense = _field(raw, "first_k_dense_replace", int, 0)
@@ -95,7 +95,9 @@ def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
         moe_intermediate_size=moe_inter,
         shared_intermediate_size=moe_inter * _field(raw, "num_shared_experts", int, 0),
         score="sigmoid",
-        expert_bias=_field(raw, "moe_router_enable_expert_bias", bool, True),
+        # LLaDA2MoeGate always registers (and saves) `expert_bias`, whatever
+        # `moe_router_enable_expert_bias` says; a bias of zeros routes like none.
+        expert_bias=True,
         bias_in_weights=False,
         n_group=_field(raw, "n_group", int, 8),
         topk_group=_field(raw, "topk_group", int, 4),
@@ -265,7 +267,7 @@ def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
     hidden = _field(raw, "hidden_size", int)
     heads = _field(raw, "num_attention_heads", int)
     head_dim = hidden // heads if heads else 0
-    _refuse(raw, "head_dim", lambda v: v == head_dim, "LLaDA-MoE's head dim is hidden / heads")
+    _refuse(raw, "head_dim", lambda v: v in (None, head_dim), "its head dim is hidden / heads")
     partial = _field(raw, "partial_rotary_factor", float, 1.0)
     if not 0.0 < partial <= 1.0:
         raise ModelLoadError(
