@@ -423,3 +423,20 @@ def test_decisions_end_to_end_are_schema_valid(model_type: str, tiny_checkpoint,
         assert row["status"] == "ok", row["error"]
         for qid, value in json.loads(row["answers_json"]).items():
             jsonschema.validate(value, schemas[qid], format_checker=jsonschema.FormatChecker())
+
+
+def test_bf16_load_tracks_fp32(tiny_checkpoint) -> None:
+    """bf16 weights (routing still in fp32): close to fp32. Every token is routed to all 8
+    experts, since with top-2 of random routers a rounding-size change flips some choices, a
+    legitimate, discontinuous difference that would drown the comparison."""
+    options = CASES["sdar_moe"] | {"extra_config": (("num_experts_per_tok", 8),)}
+    model_dir = tiny_checkpoint("sdar_moe", **options)
+    ref, low = load_model(model_dir, dtype="float32"), load_model(model_dir, dtype="bfloat16")
+    assert all(p.dtype == torch.bfloat16 for p in low.model.parameters())
+    ids = _ids([12], ref.tokenizer.vocab_size, ref.config.mask_token_id, seed=6)
+    with torch.no_grad():
+        a = ref.model.logits(ref.model(ids, ref.model.new_cache(1)))
+        b = low.model.logits(low.model(ids, low.model.new_cache(1)))
+    assert b.dtype == torch.bfloat16
+    print("bf16 max relative error", max_rel_error(b.float(), a))
+    assert max_rel_error(b.float(), a) <= 5e-2
