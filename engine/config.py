@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .hybrid_config import HybridSpec
+from .moe_config import MoeSpec
 
 AttentionKind = Literal["bidirectional", "block_causal"]
 
@@ -53,6 +54,7 @@ class ModelConfig:
     end_of_turn_source: str = ""
     context_length: int = 0  # tokens a packed sequence may hold; 0 = max_position_embeddings
     context_source: str = ""
+    moe: MoeSpec | None = None  # architecture "moe": attention + MoE (moe_config.py)
 
     def __post_init__(self) -> None:
         if not self.context_length:
@@ -70,6 +72,8 @@ class ModelConfig:
             )
         if (self.architecture == "hybrid_gdn") != (self.hybrid is not None):
             raise ValueError("architecture 'hybrid_gdn' and a HybridSpec come together")
+        if (self.architecture == "moe") != (self.moe is not None):
+            raise ValueError("architecture 'moe' and a MoeSpec come together")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.attention == "block_causal" and not self.block_size:

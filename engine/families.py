@@ -13,6 +13,11 @@ checkpoint must hold (checkpoint name → engine parameter name). Nothing here t
 | `Fast_dLLM_Qwen` | fast_dllm | Qwen2.5 (QKV bias)   | block-causal  | shifted     | 151665       |
 | `bert`           | bert      | BERT MLM (post-LN)   | bidirectional | unshifted   | tokenizer    |
 | `qwen3_next`     | hybrid_gdn| GDN + gated attn, MoE| block-causal  | unshifted   | config/tok.  |
+| `llada2_moe`     | llada2_moe| LLaDA2.0 MoE         | block-causal  | unshifted   | 156895       |
+| `sdar_moe`       | sdar_moe  | Qwen3-MoE            | block-causal  | unshifted   | 151669       |
+| `llada` + MoE    | llada_moe | LLaDA-MoE (OLMoE)    | bidirectional | unshifted   | 156895       |
+
+The MoE families live in `moe_families.py` and are appended to `FAMILIES` below.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Family:
     # A stored tensor name → the name `weight_names` uses (layouts of one family that differ only
     # in spelling); identity for most families.
     rename: Callable[[str], str] | None = None
+    # Set when the family shares a model_type with another: True for the configs that are its own.
+    claims: Callable[[RawConfig], bool] | None = None
 
 
 def _field(raw: RawConfig, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -393,6 +400,8 @@ def _qwen3_next_ignore(name: str) -> bool:
     return name.startswith("mtp.") or name.endswith("rotary_emb.inv_freq")
 
 
+from .moe_families import MOE_BLOCK_SIZE_FIELDS, MOE_FAMILIES  # noqa: E402
+
 FAMILIES: tuple[Family, ...] = (
     Family(
         name="llada",
@@ -457,6 +466,7 @@ FAMILIES: tuple[Family, ...] = (
         weight_names=_qwen3_next_weights,
         ignore=_qwen3_next_ignore,
     ),
+    *MOE_FAMILIES,
 )
 
 # Config fields that carry the block length, per family (first present wins).
@@ -464,18 +474,23 @@ BLOCK_SIZE_FIELDS: dict[str, tuple[str, ...]] = {
     "sdar": ("block_size", "block_length"),
     "fast_dllm": ("bd_size", "block_size"),
     "hybrid_gdn": ("block_size", "block_length", "bd_size"),
+    **MOE_BLOCK_SIZE_FIELDS,
 }
 
 
 def supported_model_types() -> list[str]:
-    return [t for f in FAMILIES for t in f.model_types]
+    return list(dict.fromkeys(t for f in FAMILIES for t in f.model_types))
 
 
-def family_for(model_type: object) -> Family:
-    """The family of a `model_type`; the error lists what is supported."""
-    for family in FAMILIES:
-        if model_type in family.model_types:
+def family_for(model_type: object, raw: RawConfig | None = None) -> Family:
+    """The family of a `model_type` (with `raw`, a family that claims the config wins: LLaDA-MoE
+    is published as `llada`); the error lists what is supported."""
+    matches = [f for f in FAMILIES if model_type in f.model_types]
+    for family in matches:
+        if raw is not None and family.claims is not None and family.claims(raw):
             return family
+    for family in sorted(matches, key=lambda f: f.claims is not None):
+        return family
     raise ModelLoadError(
         f"config.json: unknown model_type {model_type!r}; supported: "
         + ", ".join(supported_model_types())

@@ -29,6 +29,7 @@ from .errors import ModelLoadError
 from .families import Family, family_for
 from .hybrid import HybridLM
 from .model import DiffusionLM, WindowedModel
+from .moe import MoeLM
 from .tokenizer import TokenizerBundle, load_tokenizer
 from .tokenizer_files import read_json_object
 
@@ -74,7 +75,7 @@ def load_config(
     """Parse a directory's config and tokenizer without reading any weights."""
     model_dir = Path(model_dir)
     raw = read_config(model_dir)
-    family = family_for(raw["model_type"])
+    family = family_for(raw["model_type"], raw)
     fields = family.parse(raw)
     tokenizer = load_tokenizer(model_dir)
     if tokenizer.vocab_size > fields["embedding_size"]:
@@ -119,6 +120,8 @@ def build_model(config: ModelConfig) -> WindowedModel:
         return BertLM(config)
     if config.architecture == "hybrid_gdn":
         return HybridLM(config)
+    if config.architecture == "moe":
+        return MoeLM(config)
     return DiffusionLM(config)
 
 

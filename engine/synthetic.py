@@ -22,6 +22,7 @@ from .config import ModelConfig
 from .families import family_for
 from .hybrid import OffsetRMSNorm
 from .loader import build_model
+from .moe_synthetic import SYNTHETIC_CONFIGS
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -33,6 +34,8 @@ SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>", "<|mask|>")
 
 
 def _config_json(model_type: str, c: dict[str, Any], vocab: int, rows: int) -> dict[str, Any]:
+    if model_type in SYNTHETIC_CONFIGS:  # llada2_moe, sdar_moe, lladamoe
+        return SYNTHETIC_CONFIGS[model_type](c, vocab, rows)
     if model_type == "bert":
         return {
             "architectures": ["BertForMaskedLM"],
@@ -164,7 +167,8 @@ def write_random_checkpoint(
     extra_config: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
 ) -> Path:
     """Write a random model of `model_type` ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert",
-    "qwen3_next") to `path` and return it. The tokenizer is `tokenizer_json` plus the special tokens
+    "qwen3_next", "llada2_moe", "sdar_moe", "lladamoe") to `path` and return it. The tokenizer
+    is `tokenizer_json` plus the special tokens
     `<|im_start|>`, `<|im_end|>`, `<|pad|>` and `<|mask|>`; embedding rows are padded to a
     multiple of 64 beyond the tokenizer, as real checkpoints do. `init_std` scales the linear
     layers' weights: larger values make outputs depend more on context. `extra_config` overrides
@@ -181,7 +185,7 @@ def write_random_checkpoint(
     rows = (vocab + 63) // 64 * 64
     mask_id = tokenizer.token_to_id("<|mask|>")
 
-    if head_dim is None or model_type not in ("sdar", "qwen3_next"):
+    if head_dim is None or model_type not in ("sdar", "qwen3_next", "sdar_moe", "llada2_moe"):
         head_dim = hidden_size // num_heads
     if attention_bias is None:
         attention_bias = model_type in ("Dream", "Fast_dLLM_Qwen")

@@ -23,7 +23,10 @@ from decide.train.synthetic import sample_document
 
 DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
-MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "qwen3_next")
+MODEL_TYPES = (
+    *("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "qwen3_next"),
+    *("llada2_moe", "sdar_moe", "lladamoe"),
+)
 
 # The suite runs in parallel workers (pytest-xdist, `-n` in pyproject's addopts): each gets an
 # equal share of the cores, and so do the `decide` processes its tests start (they inherit

@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 
 from decide.engine import load_model
 from decide.engine.families import family_for
+from decide.engine.loader import METADATA_FILES
 from decide.jobs.progress import Progress
 
 from .examples import BuildStats, Example, ExampleBuilder
@@ -273,7 +274,7 @@ def save_checkpoint(
 ) -> None:
     """Write the model in its family's checkpoint format next to the source's tokenizer files."""
     raw = json.loads((source / "config.json").read_text())
-    family = family_for(raw["model_type"])
+    family = family_for(raw["model_type"], raw)
     names = family.weight_names(family.parse(raw))
     state = model.state_dict()
     tensors = {
@@ -281,7 +282,9 @@ def save_checkpoint(
     }
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+    # Every metadata file a checkpoint may spell its tokenizer and special tokens in (a Dream
+    # fine-tune needs vocab.json + merges.txt, generation_config.json's end-of-turn ids, ...).
+    for name in METADATA_FILES:
         if (source / name).is_file() and source.resolve() != out.resolve():
             shutil.copyfile(source / name, out / name)
 

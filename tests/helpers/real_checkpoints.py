@@ -89,7 +89,7 @@ def write_published(name: str, path: Path, *, seed: int = 0) -> Path:
     from decide.engine.families import family_for
     from decide.engine.loader import build_model, load_config
 
-    family = family_for(raw["model_type"])
+    family = family_for(raw["model_type"], raw)
     index = json.loads((source / "model.safetensors.index.json").read_text())
     published = {
         n: shard for n, shard in index["weight_map"].items() if (_layer_of(n) or 0) < LAYERS
