@@ -1,6 +1,7 @@
 """`report.html`: one self-contained page (inline CSS, JS and SVG; no network) for reviewers.
 
-Sections, in order: a summary, the failures (first, since they need action), per-question answer
+Sections, in order: a summary, the review queue and calibration (when the job has them; see
+`report_review_html`), the failures (first, since they need action), per-question answer
 distributions as SVG bar charts, the confidence histogram, the least confident answers, and a
 searchable, sortable table of the sampled documents; clicking a row shows the document text next
 to its answers, low-confidence answers highlighted and string and number answers marked where
@@ -13,6 +14,8 @@ from __future__ import annotations
 import html
 import json
 from typing import Any
+
+from .report_review_html import review_section
 
 LOW_CONFIDENCE = 0.5
 WIDTH = 520
@@ -388,6 +391,7 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 · generated {_e(report["generated"])} · {job["seconds"]:.1f}s</div></header>
 <main>
 <section id="summary"><h2>Summary</h2><div class="cards">{summary}</div></section>
+{review_section(report)}
 <section id="failures"><h2>Failures</h2>{failure_html}</section>
 <section id="questions"><h2>Answers by question</h2><div class="charts">{charts}</div></section>
 <section id="confidence"><h2>Confidence</h2>
