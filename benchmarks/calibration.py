@@ -34,6 +34,12 @@ from decide.jobs.decisions import DecisionEngine, Item
 from decide.jobs.spec import Decoding, Question
 from decide.train import mams
 from decide.train.evaluate import synthetic_documents
+from decide.train.synthetic import CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS
+
+OPTIONS = {  # K of every question's schema (temperature maps need it)
+    q["id"]: cal.schema_options(q["schema"])
+    for q in [*mams.QUESTIONS, *CLAIM_QUESTIONS, *LOAN_QUESTIONS, *TICKET_QUESTIONS]
+}
 
 
 def first_half(review_id: str) -> bool:
@@ -61,17 +67,20 @@ def decide(engine: DecisionEngine, docs: list[tuple[str, list[dict], dict]]) -> 
 
 
 def fit(rows: list[dict]) -> cal.Fitted:
+    """Maps fitted to `rows` under `decide calibrate`'s rule."""
     labels: dict[str, tuple[list[float], list[int]]] = {}
     for r in rows:
         conf, right = labels.setdefault(r["qid"], ([], []))
         conf.append(r["confidence"])
         right.append(r["right"])
-    return cal.fit_maps(labels, {r["qid"]: r["kind"] for r in rows})
+    options = {r["qid"]: OPTIONS.get(r["qid"], 2) for r in rows}
+    return cal.fit_maps(labels, {r["qid"]: r["kind"] for r in rows}, options)
 
 
 def arrays(rows: list[dict], fitted: cal.Fitted) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     raw = np.array([r["confidence"] for r in rows], float)
-    after = np.array([float(fitted.map_for(r["qid"], r["kind"])(r["confidence"])) for r in rows])
+    after = np.array([float(fitted.map_for(r["qid"], r["kind"], OPTIONS.get(r["qid"]))(
+        r["confidence"])) for r in rows])  # fmt: skip
     return raw, after, np.array([r["right"] for r in rows], float)
 
 
@@ -144,7 +153,7 @@ def main() -> None:
     fit_rows = [r for r in rows if first_half(f"mams-val-{r['doc']}")]
     test_rows = [r for r in rows if not first_half(f"mams-val-{r['doc']}")]
     fitted = fit(fit_rows)
-    temps = ", ".join(f"{q} {v['map'].get('temperature', 1.0):.2f}"
+    temps = ", ".join(f"{q} {v['map'].get('temperature', 1.0):.2f} (K={v['map'].get('options')})"
                       for q, v in fitted.questions.items())  # fmt: skip
     n_fit = len({r["doc"] for r in fit_rows})
     print(f"MAMS-ACSA val: {len(reviews)} reviews, fitted on {n_fit}, measured on "

@@ -76,11 +76,13 @@ class Labels:
     confidence: dict[str, list[float]] = field(default_factory=dict)
     correct: dict[str, list[int]] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
+    options: dict[str, int] = field(default_factory=dict)  # K of finite questions
     messages: list[str] = field(default_factory=list)
     rows: int = 0  # gold rows used
 
-    def add(self, qid: str, kind: str, confidence: float, right: bool) -> None:
-        self.kinds.setdefault(qid, kind)
+    def add(self, qid: str, schema: Any, confidence: float, right: bool) -> None:
+        self.kinds.setdefault(qid, cal.schema_kind(schema))
+        self.options.setdefault(qid, cal.schema_options(schema))
         self.confidence.setdefault(qid, []).append(float(confidence))
         self.correct.setdefault(qid, []).append(int(right))
 
@@ -160,7 +162,7 @@ def collect_labels(
                 labels.messages.append(f"{where}: gold for {qid!r} skipped, invalid against the "
                                        f"question schema ({first.message})")  # fmt: skip
                 continue
-            labels.add(qid, cal.schema_kind(schema), confidence[qid],
+            labels.add(qid, schema, confidence[qid],
                        answers_match(got[qid], value))  # fmt: skip
             used = True
         labels.rows += used
@@ -180,9 +182,10 @@ def build_document(
     if not labels.confidence:
         raise SpecError(f"{gold}: no usable gold answers to fit a calibration on")
     fitted = cal.fit_maps({q: (labels.confidence[q], labels.correct[q]) for q in labels.confidence},
-                          labels.kinds, min_labels=min_labels, min_pool=min_pool)  # fmt: skip
+                          labels.kinds, labels.options, min_labels=min_labels,
+                          min_pool=min_pool)  # fmt: skip
     conf, right, qids = labels.flat()
-    after = apply_maps(fitted, conf, qids, labels.kinds)
+    after = apply_maps(fitted, conf, qids, labels.kinds, labels.options)
     document = {
         "format": CALIBRATION_FORMAT,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -210,12 +213,17 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply_maps(
-    fitted: cal.Fitted, confidence: np.ndarray, qids: list[str], kinds: dict[str, str]
+    fitted: cal.Fitted,
+    confidence: np.ndarray,
+    qids: list[str],
+    kinds: dict[str, str],
+    options: dict[str, int],
 ) -> np.ndarray:
+    """Each confidence through the map of its question (`qids`, one per confidence)."""
     out = np.empty_like(confidence)
     for qid in dict.fromkeys(qids):
         where = np.array([q == qid for q in qids])
-        out[where] = fitted.map_for(qid, kinds.get(qid))(confidence[where])
+        out[where] = fitted.map_for(qid, kinds.get(qid), options.get(qid))(confidence[where])
     return out
 
 
@@ -245,6 +253,7 @@ class ConfidencePlan:
         self.path = None if calibration_path is None else Path(calibration_path)
         self.review_below = review_below
         self.kinds = {qid: cal.schema_kind(s) for qid, s in schemas.items()}
+        self.options = {qid: cal.schema_options(s) for qid, s in schemas.items()}
         self.document: dict[str, Any] | None = None
         self.forced = False
         if self.path is not None:
@@ -269,7 +278,7 @@ class ConfidencePlan:
         return self.document is not None or self.review_below is not None
 
     def map(self, qid: str) -> Callable[[Any], np.ndarray]:
-        return self.fitted.map_for(qid, self.kinds.get(qid))
+        return self.fitted.map_for(qid, self.kinds.get(qid), self.options.get(qid))
 
     def frame(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Calibrated `confidence` (engine's in `raw_confidence`) and the `review` column."""

@@ -71,10 +71,13 @@ def test_pooling_rule_and_kinds() -> None:
     assert not answers_match(True, 1) and not answers_match({"a": 1}, {"a": 2})
 
 
+DOCS = 24
+
+
 @pytest.fixture(scope="module")
 def job(tiny_checkpoint, tmp_path_factory) -> dict:
     where = tmp_path_factory.mktemp("calibration-job")
-    docs = write_docs(where / "in.parquet", 40, seed=5)
+    docs = write_docs(where / "in.parquet", DOCS, seed=5)
     (where / "spec.json").write_text(json.dumps({"questions": QUESTIONS}))
     model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
     args = ["run", str(docs), "--spec", str(where / "spec.json"), "--model", str(model),
@@ -105,10 +108,10 @@ def test_decide_calibrate_skips_bad_rows_with_a_message(job: dict) -> None:
     result = CliRunner().invoke(main, ["calibrate", str(where / "raw"), str(where / "gold.parquet"),
                                        "-o", str(where / "calibration.json")])  # fmt: skip
     assert result.exit_code == 0, result.output
-    for needle in ("row 40 (doc_id 'no-such-doc'): skipped, doc_id not in the job",
-                   "row 41 (doc_id 'doc-00001'): skipped, gold is not JSON text",
+    for needle in (f"row {DOCS} (doc_id 'no-such-doc'): skipped, doc_id not in the job",
+                   f"row {DOCS + 1} (doc_id 'doc-00001'): skipped, gold is not JSON text",
                    "gold for 'kind' skipped, invalid against the question schema",
-                   "row 43 (doc_id 'doc-00003'): skipped, gold is not a JSON object"):  # fmt: skip
+                   f"row {DOCS + 3} (doc_id 'doc-00003'): skipped, gold is not a JSON object"):  # fmt: skip
         assert needle in result.output
     assert "ECE (10 equal-mass)" in result.output and "Brier score" in result.output
     document = json.loads((where / "calibration.json").read_text())
@@ -116,8 +119,8 @@ def test_decide_calibrate_skips_bad_rows_with_a_message(job: dict) -> None:
     manifest = json.loads((where / "raw" / "manifest.json").read_text())
     assert document["model_fingerprint"] == manifest["fingerprints"]["model"]
     assert document["spec_fingerprint"] == manifest["fingerprints"]["spec"]
-    assert document["questions"]["kind"]["labels"] == 40  # doc-00002: "boat" is not a kind
-    assert document["questions"]["eligible"]["labels"] == 41  # ... but its `eligible` counts
+    assert document["questions"]["kind"]["labels"] == DOCS  # doc-00002: "boat" is not a kind
+    assert document["questions"]["eligible"]["labels"] == DOCS + 1  # ... its `eligible` counts
     assert document["questions"]["kind"]["fitted_on"] == "kind"  # < 50 labels: pooled
     assert document["questions"]["eligible"]["map"]["method"] == "temperature"
     assert document["questions"]["amount"]["map"]["method"] == "platt"
@@ -152,7 +155,7 @@ def test_calibrated_run_changes_confidences_never_answers(job: dict) -> None:
     assert sorted(queue["doc_id"]) == sorted(calibrated.filter("review")["doc_id"])
     manifest = json.loads((out / "manifest.json").read_text())
     review = manifest["review"]
-    assert review["rows"] == queue.height and review["share"] == queue.height / 40
+    assert review["rows"] == queue.height and review["share"] == queue.height / DOCS
     accepted = calibrated.filter(~pl.col("review"))["confidence"].struct.unnest()
     if accepted.height:
         expected = np.concatenate([accepted[c].to_numpy() for c in accepted.columns]).mean()
@@ -198,3 +201,16 @@ def test_resume_refuses_another_calibration(job: dict, tmp_path: Path) -> None:
     assert again.exit_code == 2 and "another review_below" in again.output
     plain = CliRunner().invoke(main, [*args, "-o", str(out), "--resume"])
     assert plain.exit_code == 2 and "--review-below" in plain.output
+
+
+def test_temperature_is_multi_class_temperature_over_evenly_spread_other_options() -> None:
+    for k, t, p in ((4, 3.0, 0.9), (3, 0.5, 0.6), (2, 2.0, 0.8)):
+        scores = np.log([p, *[(1 - p) / (k - 1)] * (k - 1)]) / t
+        softmax = np.exp(scores) / np.exp(scores).sum()
+        assert float(cal.Map("temperature", temperature=t, options=k)(p)) == pytest.approx(
+            softmax[0]
+        )
+    assert float(cal.Map("temperature", temperature=5.0, options=4)(0.25)) == pytest.approx(0.25)
+    assert cal.schema_options({"enum": ["a", "b", "c", "d"]}) == 4
+    assert cal.schema_options({"type": ["boolean", "null"]}) == 3
+    assert cal.schema_options({"type": "integer", "minimum": 1, "maximum": 3}) == 3
