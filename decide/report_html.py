@@ -335,6 +335,15 @@ def confidence_chart(hist: dict[str, Any], title: str) -> str:
     return column_chart(labels, hist["counts"], title)
 
 
+def _confidence_meaning(report: dict[str, Any]) -> str:
+    if (report.get("calibration") or {}).get("calibrated"):
+        return "Calibrated probability that each answer is right (see Calibration above)."
+    return (
+        "Product of the probabilities each answer was committed with: model-derived, not "
+        "calibrated."
+    )
+
+
 def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     c, t, job = report["counts"], report["throughput"], report["job"]
     cards = [
@@ -395,8 +404,7 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 <section id="failures"><h2>Failures</h2>{failure_html}</section>
 <section id="questions"><h2>Answers by question</h2><div class="charts">{charts}</div></section>
 <section id="confidence"><h2>Confidence</h2>
-<p class="muted">Product of the probabilities each answer was committed with: model-derived, not
-calibrated. Answers below {LOW_CONFIDENCE} are highlighted.</p>
+<p class="muted">{_confidence_meaning(report)} Answers below {LOW_CONFIDENCE} are highlighted.</p>
 {confidence_chart(report["confidence"], "confidence of all answers")}
 <h3>Least confident answers</h3>
 <table><tr><th>doc_id</th><th>question</th><th>answer</th><th>confidence</th></tr>{lowest}</table>
