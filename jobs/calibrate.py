@@ -291,6 +291,9 @@ class ConfidencePlan:
                 columns.append(pl.Series(qid, mapped).set(values.is_null(), None))  # type: ignore[arg-type]
             new = pl.struct(columns, eager=True) if columns else raw
             frame = frame.with_columns(new.alias("confidence"), raw.alias("raw_confidence"))
+            failed = pl.col("raw_confidence").is_null()  # error rows keep a null struct
+            kept = pl.when(~failed).then(pl.col("confidence"))
+            frame = frame.with_columns(kept.alias("confidence"))
         if self.review_below is not None:
             fields = frame["confidence"].struct.fields
             low = pl.min_horizontal(pl.col("confidence").struct.field(f) for f in fields)
@@ -329,6 +332,9 @@ def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, 
     from .output import atomic_write
 
     parts = sorted((out_dir / "answers").glob("part-*.parquet"))
+    if not parts:  # every input row lacked a doc_id: nothing decided, nothing to review
+        return {"below": below, "calibrated": calibrated, "rows": 0, "ok_rows": 0, "share": 0.0,
+                "accepted_answers": 0, "expected_accuracy_accepted": None}  # fmt: skip
     scan = pl.scan_parquet(parts).filter(pl.col("status") == "ok")
     queue = scan.filter(pl.col("review")).collect()
     atomic_write(out_dir / "review.parquet", queue.write_parquet)

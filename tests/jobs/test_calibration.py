@@ -214,3 +214,24 @@ def test_temperature_is_multi_class_temperature_over_evenly_spread_other_options
     assert cal.schema_options({"enum": ["a", "b", "c", "d"]}) == 4
     assert cal.schema_options({"type": ["boolean", "null"]}) == 3
     assert cal.schema_options({"type": "integer", "minimum": 1, "maximum": 3}) == 3
+
+
+def test_plan_keeps_nulls_and_failed_rows(tmp_path: Path) -> None:
+    from decide.jobs.calibrate import ConfidencePlan, Labels, build_document
+
+    labels, rng = Labels(), np.random.default_rng(3)
+    for c in rng.uniform(0.5, 1.0, 100):
+        labels.add("a", {"enum": ["x", "y", "z"]}, c, rng.random() < c**2)
+    fingerprints = {"model": "0" * 16, "spec": "1" * 16}
+    document = build_document(labels, fingerprints, job="job", gold="gold")
+    (tmp_path / "c.json").write_text(json.dumps(document))
+    plan = ConfidencePlan(tmp_path / "c.json", 0.5, fingerprints, {"a": {"enum": ["x", "y", "z"]}})
+    frame = pl.DataFrame({"status": ["ok", "ok", "error"],
+                          "confidence": [{"a": 0.9, "b": None}, {"a": 0.2, "b": 0.7}, None]})  # fmt: skip
+    out = plan.frame(frame)
+    assert out["raw_confidence"].to_list() == frame["confidence"].to_list()
+    first, second, failed = out["confidence"].to_list()
+    assert first["b"] is None and failed is None  # unanswered stays null, failed rows too
+    assert first["a"] == pytest.approx(float(plan.map("a")(0.9)))
+    assert second["b"] == pytest.approx(float(plan.map("b")(0.7)))  # unknown question: identity
+    assert out["review"].to_list() == [False, True, False]
