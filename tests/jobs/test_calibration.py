@@ -235,3 +235,14 @@ def test_plan_keeps_nulls_and_failed_rows(tmp_path: Path) -> None:
     assert first["a"] == pytest.approx(float(plan.map("a")(0.9)))
     assert second["b"] == pytest.approx(float(plan.map("b")(0.7)))  # unknown question: identity
     assert out["review"].to_list() == [False, True, False]
+
+
+def test_spec_keys_do_not_change_the_fingerprint() -> None:
+    from decide.jobs.spec import parse_spec
+
+    plain = parse_spec({"questions": QUESTIONS})
+    keyed = parse_spec({"questions": QUESTIONS, "calibration": "c.json", "review_below": 0.9})
+    assert keyed.fingerprint() == plain.fingerprint()  # a calibration fitted on one fits both
+    for bad in ({"review_below": 0}, {"review_below": 1.5}, {"calibrate": "c.json"}):
+        with pytest.raises(SpecError):
+            parse_spec({"questions": QUESTIONS, **bad})
