@@ -160,6 +160,21 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
 @click.option("--actors", type=int, default=1, show_default=True, help="Ray actors (models).")
 @click.option("--gpus-per-actor", type=float, default=0.0, show_default=True)
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: tty).")
+@click.option(
+    "--calibration",
+    type=click.Path(path_type=Path),
+    help="calibration.json from `decide calibrate`: confidences become calibrated.",
+)
+@click.option(
+    "--force-calibration",
+    is_flag=True,
+    help="Use --calibration even if fitted for another model or spec fingerprint.",
+)
+@click.option(
+    "--review-below",
+    type=float,
+    help="Rows with an answer's confidence below this go to review.parquet.",
+)
 def run(
     inputs: tuple[Path, ...],
     output: Path | None,
@@ -179,6 +194,9 @@ def run(
     actors: int,
     gpus_per_actor: float,
     progress: bool | None,
+    calibration: Path | None,
+    force_calibration: bool,
+    review_below: float | None,
 ) -> None:
     """Decide every document of the INPUT parquet files."""
     from decide.jobs.output import OutputError
@@ -195,6 +213,10 @@ def run(
             changes["decoding"] = spec.decoding.model_dump() | decoding
         if truncate:
             changes["long_documents"] = "truncate"
+        if calibration is not None:
+            changes["calibration"] = str(calibration)
+        if review_below is not None:
+            changes["review_below"] = review_below
         if changes:
             spec = parse_spec(spec.model_dump(by_alias=True) | changes, "command line")
         out = output or (Path(spec.output) if spec.output else None)
@@ -203,7 +225,8 @@ def run(
         if batch_size < 1 or part_rows < 1:
             raise SpecError("--batch-size and --part-rows must be at least 1")
         common = dict(model=model, resume=resume, batch_size=batch_size, device=device,
-                      dtype=dtype, part_rows=part_rows, progress=progress)  # fmt: skip
+                      dtype=dtype, part_rows=part_rows, progress=progress,
+                      force_calibration=force_calibration)  # fmt: skip
         if runner == "ray":
             from decide.jobs.ray_runner import run_job_ray
 
@@ -234,6 +257,8 @@ def run(
     click.echo(f"answers: {out / 'answers'}")
     click.echo(f"errors:  {out / 'errors.parquet'}")
     click.echo(f"report:  {out / 'report.html'} (and report.json)")
+    if spec.review_below is not None:
+        click.echo(f"review:  {out / 'review.parquet'}")
     sys.exit(result.exit_code)
 
 
@@ -522,3 +547,8 @@ def report(out_dir: Path) -> None:
     counts = built["counts"]
     click.echo(f"{counts['decided']} documents ({counts['ok']} ok, {counts['failed']} failed)")
     click.echo(f"report: {out_dir / 'report.html'} (and report.json)")
+
+
+from decide.cli_calibrate import calibrate  # noqa: E402
+
+main.add_command(calibrate)

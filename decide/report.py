@@ -30,6 +30,8 @@ from decide.jobs.decisions import failure_reason
 from decide.jobs.output import atomic_write
 from decide.jobs.spec import SpecError
 
+from .report_review import calibration_report
+
 log = logging.getLogger("decide.report")
 REPORT_FORMAT = 1
 CONFIDENCE_BINS = 10
@@ -435,6 +437,7 @@ def build_report(out: Path) -> dict[str, Any]:
                   "violations": sum(n for r, n in reasons.items()
                                     if r.startswith("answer fails validation")),
                   "narrowed": manifest.get("rules", {}).get("narrowed", {})},
+        "calibration": calibration_report(manifest, parts, _read),
     }  # fmt: skip
     return report
 

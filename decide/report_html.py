@@ -1,6 +1,7 @@
 """`report.html`: one self-contained page (inline CSS, JS and SVG; no network) for reviewers.
 
-Sections, in order: a summary, the failures (first, since they need action), per-question answer
+Sections, in order: a summary, the review queue and calibration (when the job has them; see
+`report_review_html`), the failures (first, since they need action), per-question answer
 distributions as SVG bar charts, the confidence histogram, the least confident answers, and a
 searchable, sortable table of the sampled documents; clicking a row shows the document text next
 to its answers, low-confidence answers highlighted and string and number answers marked where
@@ -13,6 +14,8 @@ from __future__ import annotations
 import html
 import json
 from typing import Any
+
+from .report_review_html import review_section
 
 LOW_CONFIDENCE = 0.5
 WIDTH = 520
@@ -332,6 +335,15 @@ def confidence_chart(hist: dict[str, Any], title: str) -> str:
     return column_chart(labels, hist["counts"], title)
 
 
+def _confidence_meaning(report: dict[str, Any]) -> str:
+    if (report.get("calibration") or {}).get("calibrated"):
+        return "Calibrated probability that each answer is right (see Calibration above)."
+    return (
+        "Product of the probabilities each answer was committed with: model-derived, not "
+        "calibrated."
+    )
+
+
 def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     c, t, job = report["counts"], report["throughput"], report["job"]
     cards = [
@@ -388,11 +400,11 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 · generated {_e(report["generated"])} · {job["seconds"]:.1f}s</div></header>
 <main>
 <section id="summary"><h2>Summary</h2><div class="cards">{summary}</div></section>
+{review_section(report)}
 <section id="failures"><h2>Failures</h2>{failure_html}</section>
 <section id="questions"><h2>Answers by question</h2><div class="charts">{charts}</div></section>
 <section id="confidence"><h2>Confidence</h2>
-<p class="muted">Product of the probabilities each answer was committed with: model-derived, not
-calibrated. Answers below {LOW_CONFIDENCE} are highlighted.</p>
+<p class="muted">{_confidence_meaning(report)} Answers below {LOW_CONFIDENCE} are highlighted.</p>
 {confidence_chart(report["confidence"], "confidence of all answers")}
 <h3>Least confident answers</h3>
 <table><tr><th>doc_id</th><th>question</th><th>answer</th><th>confidence</th></tr>{lowest}</table>

@@ -204,6 +204,7 @@ def run_job_ray(
     part_seconds: float = 60.0,
     progress: bool | None = None,
     report: bool = True,
+    force_calibration: bool = False,
 ) -> JobResult:
     """`run_job` on a Ray cluster (`address`, default: the current or a new local one)."""
     ray = _ray()
@@ -224,7 +225,7 @@ def run_job_ray(
     setup = prepare(
         spec, plan, out, output, model_path=model_path, model_type=config.model_type,
         batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
-        engine="ray",
+        engine="ray", force_calibration=force_calibration,
     )  # fmt: skip
     rows = RowItems(spec, plan, compiler)
     decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,

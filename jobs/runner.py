@@ -27,6 +27,7 @@ from decide.engine.loader import LoadedModel
 from decide.schemas import SchemaError
 from decide.schemas.rules import compile_rules, rule_question_ids
 
+from .calibrate import ConfidencePlan
 from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item, failure_reason
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
@@ -177,6 +178,7 @@ class JobSetup:
     prior: dict[str, Any]
     manifest: dict[str, Any]
     started: float
+    confidence: ConfidencePlan | None = None  # calibration and review queue, when asked for
 
 
 def prepare(
@@ -190,6 +192,7 @@ def prepare(
     batch_size: int,
     device: str,
     engine: str = "local",
+    force_calibration: bool = False,
 ) -> JobSetup:
     """Fingerprints, resume state, id survey and answer typing (nothing written yet)."""
     started = time.monotonic()
@@ -220,9 +223,19 @@ def prepare(
         "batch_size": batch_size,
         "device": device,
     }
+    confidence = None
+    if spec.calibration is not None or spec.review_below is not None:
+        confidence = ConfidencePlan(
+            spec.calibration, spec.review_below, fingerprints,
+            {qid: s[0] for qid, s in schemas.items() if s}, force=force_calibration,
+        )  # fmt: skip
+        manifest["calibration"] = confidence.manifest_entry(prior)
+    elif prior.get("calibration") or prior.get("review"):
+        raise SpecError(f"{output}: the earlier run used a calibration or review queue; resume "
+                        "with the same --calibration and --review-below")  # fmt: skip
     return JobSetup(
         spec, plan, out, output, fingerprints, found, answer_fields(schemas), committed,
-        previous, prior, manifest, started,
+        previous, prior, manifest, started, confidence,
     )  # fmt: skip
 
 
@@ -282,7 +295,10 @@ def write_decisions(
             # Taken off the list before writing: an interrupt after the part is in place must
             # not write the same rows again (a failed write loses them to the resume instead).
             batch, pending = pending, []
-            out.write_part(_frame(batch, plan, setup.fields, setup.fingerprints))
+            frame = _frame(batch, plan, setup.fields, setup.fingerprints)
+            if setup.confidence is not None:
+                frame = setup.confidence.frame(frame)
+            out.write_part(frame)
         last_flush = time.monotonic()
         manifest["counts"] = counts()
         manifest["seconds"] = round(time.monotonic() - setup.started, 3)
@@ -315,6 +331,8 @@ def write_decisions(
         raise
     bar.close()
     out.write_errors(invalid)
+    if setup.confidence is not None and setup.spec.review_below is not None:
+        manifest["review"] = setup.confidence.finish(setup.output)
     result.seconds = time.monotonic() - setup.started
     decided_now = result.ok + result.failed - previous.get("ok", 0) - previous.get("error", 0)
     manifest.update(
@@ -381,6 +399,7 @@ def run_job(
     part_seconds: float = 60.0,
     progress: bool | None = None,
     report: bool = True,
+    force_calibration: bool = False,
 ) -> JobResult:
     """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
     `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
@@ -404,7 +423,7 @@ def run_job(
     check_questions(spec, engine.compiler, engine.packer)
     setup = prepare(
         spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
-        batch_size=batch_size, device=str(loaded.model.device),
+        batch_size=batch_size, device=str(loaded.model.device), force_calibration=force_calibration,
     )  # fmt: skip
     rows = RowItems(spec, plan, engine.compiler)
     chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))

@@ -85,6 +85,11 @@ class JobSpec(Strict):
     input: InputColumns = Field(default_factory=InputColumns)
     output: str | None = None
     long_documents: Literal["error", "truncate"] = "error"
+    # A `decide calibrate` file: confidences become calibrated probabilities (never answers),
+    # so neither is part of the fingerprint.
+    calibration: str | None = None
+    # Rows with any answer's (calibrated) confidence below this go to review.parquet.
+    review_below: float | None = Field(None, gt=0.0, le=1.0)
 
     @field_validator("questions")
     @classmethod

@@ -9,13 +9,13 @@ import json
 import math
 import os
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from helpers.browser import CHROMEDRIVER, CHROMIUM, chromium_driver
 from helpers.jobdata import QUESTIONS, write_docs
 
 from decide import report as report_module
@@ -26,8 +26,6 @@ from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
 from decide.report import ReportError, build_report, sample_documents, validate_report, write_report
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
 DOCS = Path(__file__).parents[2] / "docs"
 
 
@@ -315,30 +313,14 @@ def test_sampled_documents_stream_and_stay_seeded(
     reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
 )
 def test_page_in_headless_chromium(job: Path) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1300,1900",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = chromium_driver()
     try:
         driver.get((job / "report.html").resolve().as_uri())
         for section in ("summary", "failures", "questions", "confidence", "documents"):
             assert driver.find_element(By.ID, section).is_displayed()
+        assert not driver.find_elements(By.ID, "review")  # no calibration, no review_below
         charts = driver.find_elements(By.CSS_SELECTOR, "svg.chart-svg")
         assert len(charts) == len(QUESTIONS) + 1  # one per question, one for confidence
         assert all(c.find_elements(By.TAG_NAME, "rect") for c in charts)

@@ -1,0 +1,354 @@
+"""`decide calibrate` and calibrated runs: gold labels in, `calibration.json` out, and back in.
+
+Contract. `fit_from_job(out_dir, gold)` reads a decided job's answer parts (the engine's own
+confidences: `raw_confidence` where the job was itself calibrated, else `confidence`) and a gold
+parquet (`doc_id` + `gold`, the JSON text of the decision object, as `decide train` reads it),
+marks every answer right or wrong (strings case-insensitively, everything else exactly), fits the
+maps of `jobs.calibration` and returns the calibration document, checked against
+`schemas/calibration.schema.json`, carrying the job's model and spec fingerprints. Gold rows
+whose id is not in the job, whose job row failed, whose gold is not a JSON object, or whose
+gold value is invalid against the question's schema are skipped with one message each, never
+fatal. `ConfidencePlan` is the run side: it loads a calibration file (refusing one fitted for
+another model or spec unless forced), replaces each answer's confidence by its calibrated
+probability (answers never change; the engine's value moves to `raw_confidence`), adds the
+`review` column for `review_below`, and at the end writes `review.parquet` and the review
+summary that `manifest.json` and `report.json` carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import polars as pl
+
+from . import calibration as cal
+from .spec import SpecError, parse_questions
+
+log = logging.getLogger("decide.calibrate")
+CALIBRATION_FORMAT = 1
+
+
+def calibration_schema() -> dict[str, Any]:
+    text = resources.files("decide.schemas").joinpath("calibration.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate_calibration(document: Any, origin: str = "calibration") -> None:
+    """Raise `SpecError` naming the first field that breaks `calibration.schema.json`."""
+    validator = jsonschema.Draft202012Validator(calibration_schema())
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+        raise SpecError(f"{origin}: not a calibration file (at {where}: {errors[0].message})")
+
+
+def answers_match(answer: Any, gold: Any) -> bool:
+    """Strings case-insensitively (an uncased vocabulary cannot spell upper case), numbers by
+    value (3 == 3.0, but booleans are not numbers), containers element by element."""
+    if isinstance(answer, str) and isinstance(gold, str):
+        return answer.casefold() == gold.casefold()
+    if isinstance(answer, bool) or isinstance(gold, bool):
+        return answer is gold
+    if isinstance(answer, int | float) and isinstance(gold, int | float):
+        return answer == gold
+    if isinstance(answer, dict) and isinstance(gold, dict):
+        return answer.keys() == gold.keys() and all(answers_match(answer[k], gold[k])
+                                                    for k in answer)  # fmt: skip
+    if isinstance(answer, list) and isinstance(gold, list):
+        return len(answer) == len(gold) and all(map(answers_match, answer, gold))
+    return answer is None and gold is None
+
+
+@dataclass
+class Labels:
+    """Per question: the engine's confidences, right/wrong, and the schema kind."""
+
+    confidence: dict[str, list[float]] = field(default_factory=dict)
+    correct: dict[str, list[int]] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    options: dict[str, int] = field(default_factory=dict)  # K of finite questions
+    messages: list[str] = field(default_factory=list)
+    rows: int = 0  # gold rows used
+
+    def add(self, qid: str, schema: Any, confidence: float, right: bool) -> None:
+        self.kinds.setdefault(qid, cal.schema_kind(schema))
+        self.options.setdefault(qid, cal.schema_options(schema))
+        self.confidence.setdefault(qid, []).append(float(confidence))
+        self.correct.setdefault(qid, []).append(int(right))
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        qids = [q for q in self.confidence for _ in self.confidence[q]]
+        conf = np.array([c for q in self.confidence for c in self.confidence[q]], float)
+        right = np.array([y for q in self.correct for y in self.correct[q]], float)
+        return conf, right, qids
+
+
+def _schemas_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {q["id"]: q["schema"] for q in manifest.get("spec", {}).get("questions", [])}
+
+
+def collect_labels(
+    out_dir: Path, gold_path: Path, gold_column: str = "gold"
+) -> tuple[Labels, dict]:
+    """Match the gold parquet against the job in `out_dir`; (labels, fingerprints)."""
+    manifest_path = out_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise SpecError(f"{out_dir}: no manifest.json; not the output directory of a decide job")
+    manifest = json.loads(manifest_path.read_text())
+    parts = sorted((out_dir / "answers").glob("part-*.parquet"))
+    if not parts:
+        raise SpecError(f"{out_dir}: no answer parts in {out_dir / 'answers'}")
+    try:
+        gold = pl.read_parquet(gold_path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SpecError(f"{gold_path}: cannot read the gold parquet ({exc})") from exc
+    for column in ("doc_id", gold_column):
+        if column not in gold.columns:
+            raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
+    names = pl.scan_parquet(parts[0]).collect_schema().names()
+    conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
+    answers = pl.concat(
+        [pl.read_parquet(p, columns=["doc_id", "status", "answers_json", conf_col]) for p in parts]
+    )
+    by_id = {row[0]: row[1:] for row in answers.iter_rows()}
+    schemas = _schemas_of(manifest)
+    labels = Labels()
+    has_questions = "questions" in gold.columns
+    for i, row in enumerate(gold.iter_rows(named=True)):
+        where = f"{gold_path.name} row {i} (doc_id {row['doc_id']!r})"
+        if row["doc_id"] not in by_id:
+            labels.messages.append(f"{where}: skipped, doc_id not in the job")
+            continue
+        status, answers_json, confidence = by_id[row["doc_id"]]
+        if status != "ok":
+            labels.messages.append(f"{where}: skipped, the job's row failed")
+            continue
+        try:
+            truth = json.loads(row[gold_column]) if row[gold_column] is not None else None
+        except (json.JSONDecodeError, TypeError) as exc:
+            labels.messages.append(f"{where}: skipped, {gold_column} is not JSON text ({exc})")
+            continue
+        if not isinstance(truth, dict):
+            labels.messages.append(f"{where}: skipped, {gold_column} is not a JSON object")
+            continue
+        row_schemas = dict(schemas)
+        if has_questions and row["questions"] is not None:
+            try:
+                row_schemas |= {q.id: q.schema_ for q in parse_questions(row["questions"], where)}
+            except SpecError as exc:
+                labels.messages.append(f"{where}: skipped, {exc}")
+                continue
+        got = json.loads(answers_json)
+        used = False
+        for qid, value in truth.items():
+            if qid not in got or confidence.get(qid) is None:
+                labels.messages.append(f"{where}: gold for {qid!r} skipped, the job has no "
+                                       "answer to it")  # fmt: skip
+                continue
+            schema = row_schemas.get(qid, True)
+            error = jsonschema.Draft202012Validator(schema).iter_errors(value)
+            first = next(error, None)
+            if first is not None:
+                labels.messages.append(f"{where}: gold for {qid!r} skipped, invalid against the "
+                                       f"question schema ({first.message})")  # fmt: skip
+                continue
+            labels.add(qid, schema, confidence[qid],
+                       answers_match(got[qid], value))  # fmt: skip
+            used = True
+        labels.rows += used
+    return labels, dict(manifest.get("fingerprints", {}))
+
+
+def build_document(
+    labels: Labels,
+    fingerprints: dict[str, str],
+    *,
+    job: str,
+    gold: str,
+    min_labels: int = cal.MIN_LABELS,
+    min_pool: int = cal.MIN_POOL,
+) -> dict[str, Any]:
+    """The calibration document for `labels` (validated)."""
+    if not labels.confidence:
+        raise SpecError(f"{gold}: no usable gold answers to fit a calibration on")
+    fitted = cal.fit_maps({q: (labels.confidence[q], labels.correct[q]) for q in labels.confidence},
+                          labels.kinds, labels.options, min_labels=min_labels,
+                          min_pool=min_pool)  # fmt: skip
+    conf, right, qids = labels.flat()
+    after = apply_maps(fitted, conf, qids, labels.kinds, labels.options)
+    document = {
+        "format": CALIBRATION_FORMAT,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model_fingerprint": fingerprints.get("model", ""),
+        "spec_fingerprint": fingerprints.get("spec", ""),
+        "job": job,
+        "gold": gold,
+        "rule": {"min_labels": min_labels, "min_pool": min_pool, "bins": cal.BINS},
+        "gold_rows": labels.rows,
+        "skipped": len(labels.messages),
+        "questions": fitted.questions,
+        "kinds": fitted.kinds,
+        "metrics": {"before": _clean(cal.measures(conf, right)),
+                    "after": _clean(cal.measures(after, right))},
+        "reliability": {"before": cal.reliability(conf, right),
+                        "after": cal.reliability(after, right)},
+        "risk_coverage": [_clean(r) for r in cal.risk_coverage(after, right)],
+    }  # fmt: skip
+    validate_calibration(document)
+    return document
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+
+
+def apply_maps(
+    fitted: cal.Fitted,
+    confidence: np.ndarray,
+    qids: list[str],
+    kinds: dict[str, str],
+    options: dict[str, int],
+) -> np.ndarray:
+    """Each confidence through the map of its question (`qids`, one per confidence)."""
+    out = np.empty_like(confidence)
+    for qid in dict.fromkeys(qids):
+        where = np.array([q == qid for q in qids])
+        out[where] = fitted.map_for(qid, kinds.get(qid), options.get(qid))(confidence[where])
+    return out
+
+
+def load_calibration(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the calibration ({exc.strerror})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: not JSON ({exc})") from exc
+    validate_calibration(document, str(path))
+    return document
+
+
+class ConfidencePlan:
+    """What a run does to confidences: calibrate them (optional) and flag rows for review."""
+
+    def __init__(
+        self,
+        calibration_path: str | Path | None,
+        review_below: float | None,
+        fingerprints: dict[str, str],
+        schemas: dict[str, Any],
+        *,
+        force: bool = False,
+    ) -> None:
+        self.path = None if calibration_path is None else Path(calibration_path)
+        self.review_below = review_below
+        self.kinds = {qid: cal.schema_kind(s) for qid, s in schemas.items()}
+        self.options = {qid: cal.schema_options(s) for qid, s in schemas.items()}
+        self.document: dict[str, Any] | None = None
+        self.forced = False
+        if self.path is not None:
+            self.document = load_calibration(self.path)
+            for key in ("model", "spec"):
+                fitted, now = self.document[f"{key}_fingerprint"], fingerprints[key]
+                if fitted == now:
+                    continue
+                if not force:
+                    raise SpecError(
+                        f"{self.path}: fitted for another {key} (fingerprint {fitted}, this run "
+                        f"{now}); refit with `decide calibrate`, or pass --force-calibration"
+                    )
+                log.warning("%s: fitted for another %s (%s, this run %s); used anyway "
+                            "(--force-calibration)", self.path, key, fitted, now)  # fmt: skip
+                self.forced = True
+            self.fitted = cal.Fitted(self.document["questions"], self.document["kinds"])
+            self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
+    @property
+    def active(self) -> bool:
+        return self.document is not None or self.review_below is not None
+
+    def map(self, qid: str) -> Callable[[Any], np.ndarray]:
+        return self.fitted.map_for(qid, self.kinds.get(qid), self.options.get(qid))
+
+    def frame(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Calibrated `confidence` (engine's in `raw_confidence`) and the `review` column."""
+        if self.document is not None:
+            raw = frame["confidence"]
+            columns = []
+            for qid in raw.struct.fields:
+                values = raw.struct.field(qid).cast(pl.Float64)
+                mapped = self.map(qid)(values.fill_null(0.5).to_numpy())
+                columns.append(pl.Series(qid, mapped).set(values.is_null(), None))  # type: ignore[arg-type]
+            new = pl.struct(columns, eager=True) if columns else raw
+            frame = frame.with_columns(new.alias("confidence"), raw.alias("raw_confidence"))
+            failed = pl.col("raw_confidence").is_null()  # error rows keep a null struct
+            kept = pl.when(~failed).then(pl.col("confidence"))
+            frame = frame.with_columns(kept.alias("confidence"))
+        if self.review_below is not None:
+            fields = frame["confidence"].struct.fields
+            low = pl.min_horizontal(pl.col("confidence").struct.field(f) for f in fields)
+            frame = frame.with_columns(((pl.col("status") == "ok") & (low < self.review_below))
+                                       .fill_null(False).alias("review"))  # fmt: skip
+        return frame
+
+    def manifest_entry(self, prior: dict[str, Any]) -> dict[str, Any]:
+        """The manifest's `calibration` entry (also when only `review_below` is set); a resume
+        (`prior`: the earlier manifest) must use the same file contents and threshold."""
+        entry: dict[str, Any] = {"review_below": self.review_below}
+        if self.document is not None:
+            doc = self.document
+            entry |= {"path": str(self.path), "sha256": self.digest, "forced": self.forced,
+                      "model_fingerprint": doc["model_fingerprint"],
+                      "spec_fingerprint": doc["spec_fingerprint"], "metrics": doc["metrics"],
+                      "reliability": doc["reliability"]["after"],
+                      "reliability_before": doc["reliability"]["before"]}  # fmt: skip
+        if prior:
+            old = prior.get("calibration") or {}
+            for key, what in (("sha256", "calibration file"), ("review_below", "review_below")):
+                if old.get(key) != entry.get(key):
+                    raise SpecError(f"the earlier run of this directory used another {what} "
+                                    f"({old.get(key)}, this run {entry.get(key)}); resume with "
+                                    "the same one")  # fmt: skip
+        return entry
+
+    def finish(self, out_dir: Path) -> dict[str, Any] | None:
+        """Write `review.parquet` (the rows to review) and return the review summary."""
+        if self.review_below is None:
+            return None
+        return write_review(out_dir, self.review_below, calibrated=self.document is not None)
+
+
+def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, Any]:
+    from .output import atomic_write
+
+    parts = sorted((out_dir / "answers").glob("part-*.parquet"))
+    if not parts:  # every input row lacked a doc_id: nothing decided, nothing to review
+        return {"below": below, "calibrated": calibrated, "rows": 0, "ok_rows": 0, "share": 0.0,
+                "accepted_answers": 0, "expected_accuracy_accepted": None}  # fmt: skip
+    scan = pl.scan_parquet(parts).filter(pl.col("status") == "ok")
+    queue = scan.filter(pl.col("review")).collect()
+    atomic_write(out_dir / "review.parquet", queue.write_parquet)
+    fields = pl.scan_parquet(parts[0]).collect_schema()["confidence"].to_schema()
+    accepted = scan.filter(~pl.col("review")).select(
+        pl.concat_list([pl.col("confidence").struct.field(f) for f in fields]).alias("c")
+    ).explode("c").drop_nulls().collect()["c"]  # fmt: skip
+    ok = scan.select(pl.len()).collect().item()
+    return {
+        "below": below,
+        "calibrated": calibrated,
+        "rows": queue.height,
+        "ok_rows": ok,
+        "share": queue.height / ok if ok else 0.0,
+        "accepted_answers": accepted.len(),
+        "expected_accuracy_accepted": float(accepted.mean()) if accepted.len() else None,
+    }

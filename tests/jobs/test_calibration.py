@@ -1,0 +1,248 @@
+"""Calibration: the maps (a calibrated input is left nearly alone, an over-confident one is
+corrected), `decide calibrate` on a tiny random job (bad gold rows skipped with a message, the
+file validates), and calibrated runs (answers never change, only confidences; a file fitted for
+another model or spec exits 2 unless forced; the review queue)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from helpers.jobdata import QUESTIONS, read_answers, write_docs
+
+from decide.cli import main
+from decide.jobs import calibration as cal
+from decide.jobs.calibrate import answers_match, validate_calibration
+from decide.jobs.spec import SpecError
+
+
+def _synthetic(n: int, truth, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    confidence = rng.uniform(0.3, 1.0, n)
+    return confidence, (rng.random(n) < truth(confidence)).astype(float)
+
+
+@pytest.mark.parametrize("kind", ["enum", "string"])  # temperature, Platt
+def test_a_calibrated_input_is_left_nearly_unchanged(kind: str) -> None:
+    confidence, right = _synthetic(5000, lambda p: p)
+    fitted = cal.fit_map(kind, confidence, right)
+    assert fitted.method == ("temperature" if kind == "enum" else "platt")
+    assert np.abs(fitted(confidence) - confidence).max() < 0.03
+    assert cal.ece(fitted(confidence), right) < 0.02
+
+
+def _sharp(p: np.ndarray) -> np.ndarray:  # right σ(logit(p) / 3) of the time: over-confident
+    return 1 / (1 + ((1 - p) / p) ** (1 / 3))
+
+
+@pytest.mark.parametrize(("kind", "truth"), [("boolean", _sharp), ("enum", _sharp),
+                                             ("integer", _sharp), ("string", lambda p: p**4)])  # fmt: skip
+def test_an_over_confident_input_is_corrected(kind: str, truth) -> None:
+    confidence, right = _synthetic(4000, truth, seed=1)
+    fitted = cal.fit_map(kind, confidence, right)
+    held_out, truth = _synthetic(4000, truth, seed=2)
+    before, after = cal.ece(held_out, truth), cal.ece(fitted(held_out), truth)
+    assert before > 0.1 and after < before / 3
+    assert cal.brier(fitted(held_out), truth) < cal.brier(held_out, truth)
+    order = np.argsort(held_out)
+    assert np.all(np.diff(fitted(held_out)[order]) >= 0)  # monotone: never reorders answers
+
+
+def test_pooling_rule_and_kinds() -> None:
+    conf, right = _synthetic(200, lambda p: p)
+    labels = {"many": (conf, right), "few": (conf[:10], right[:10]), "lone": (conf[:5], right[:5])}
+    kinds = {"many": "enum", "few": "enum", "lone": "string"}
+    fitted = cal.fit_maps(labels, kinds)
+    assert fitted.questions["many"]["fitted_on"] == "question"
+    assert fitted.questions["few"]["fitted_on"] == "kind"
+    assert fitted.questions["few"]["map"] == fitted.kinds["enum"]["map"]
+    assert fitted.questions["lone"] == {"kind": "string", "labels": 5, "fitted_on": "none",
+                                        "map": {"method": "identity"}}  # fmt: skip
+    assert fitted.map_for("unknown", "enum").method == "temperature"
+    assert fitted.map_for("unknown", "number").method == "identity"
+    assert [cal.schema_kind(q["schema"]) for q in QUESTIONS] == [
+        "enum", "boolean", "integer", "string", "range", "boolean", "object", "string",
+    ]  # fmt: skip
+    assert answers_match("Boston", "boston") and answers_match(3, 3.0)
+    assert not answers_match(True, 1) and not answers_match({"a": 1}, {"a": 2})
+
+
+DOCS = 24
+
+
+@pytest.fixture(scope="module")
+def job(tiny_checkpoint, tmp_path_factory) -> dict:
+    where = tmp_path_factory.mktemp("calibration-job")
+    docs = write_docs(where / "in.parquet", DOCS, seed=5)
+    (where / "spec.json").write_text(json.dumps({"questions": QUESTIONS}))
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    args = ["run", str(docs), "--spec", str(where / "spec.json"), "--model", str(model),
+            "--no-progress"]  # fmt: skip
+    result = CliRunner().invoke(main, [*args, "-o", str(where / "raw")])
+    assert result.exit_code == 0, result.output
+    answers = read_answers(where / "raw")
+    # Gold: the job's own answers, a third of them made wrong, and four bad rows.
+    rows = []
+    for i, row in enumerate(answers.iter_rows(named=True)):
+        gold = json.loads(row["answers_json"])
+        if i % 3 == 0:
+            gold["eligible"] = not gold["eligible"]
+            gold["kind"] = "travel" if gold["kind"] != "travel" else "auto"
+        rows.append({"doc_id": row["doc_id"], "gold": json.dumps(gold)})
+    rows += [
+        {"doc_id": "no-such-doc", "gold": "{}"},
+        {"doc_id": "doc-00001", "gold": "not json"},
+        {"doc_id": "doc-00002", "gold": json.dumps({"kind": "boat", "eligible": True})},
+        {"doc_id": "doc-00003", "gold": "[1, 2]"},
+    ]
+    pl.DataFrame(rows).write_parquet(where / "gold.parquet")
+    return {"where": where, "args": args, "answers": answers}
+
+
+def test_decide_calibrate_skips_bad_rows_with_a_message(job: dict) -> None:
+    where = job["where"]
+    result = CliRunner().invoke(main, ["calibrate", str(where / "raw"), str(where / "gold.parquet"),
+                                       "-o", str(where / "calibration.json")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for needle in (f"row {DOCS} (doc_id 'no-such-doc'): skipped, doc_id not in the job",
+                   f"row {DOCS + 1} (doc_id 'doc-00001'): skipped, gold is not JSON text",
+                   "gold for 'kind' skipped, invalid against the question schema",
+                   f"row {DOCS + 3} (doc_id 'doc-00003'): skipped, gold is not a JSON object"):  # fmt: skip
+        assert needle in result.output
+    assert "ECE (10 equal-mass)" in result.output and "Brier score" in result.output
+    document = json.loads((where / "calibration.json").read_text())
+    validate_calibration(document)
+    manifest = json.loads((where / "raw" / "manifest.json").read_text())
+    assert document["model_fingerprint"] == manifest["fingerprints"]["model"]
+    assert document["spec_fingerprint"] == manifest["fingerprints"]["spec"]
+    assert document["questions"]["kind"]["labels"] == DOCS  # doc-00002: "boat" is not a kind
+    assert document["questions"]["eligible"]["labels"] == DOCS + 1  # ... its `eligible` counts
+    assert document["questions"]["kind"]["fitted_on"] == "kind"  # < 50 labels: pooled
+    assert document["questions"]["eligible"]["map"]["method"] == "temperature"
+    assert document["questions"]["amount"]["map"]["method"] == "platt"
+    assert document["metrics"]["after"]["ece"] <= document["metrics"]["before"]["ece"] + 1e-9
+    broken = {**document, "model_fingerprint": "xyz"}
+    with pytest.raises(SpecError, match="not a calibration file"):
+        validate_calibration(broken)
+
+
+def test_calibrated_run_changes_confidences_never_answers(job: dict) -> None:
+    where, args = job["where"], job["args"]
+    if not (where / "calibration.json").is_file():
+        test_decide_calibrate_skips_bad_rows_with_a_message(job)
+    out = where / "calibrated"
+    result = CliRunner().invoke(main, [*args, "-o", str(out), "--calibration",
+                                       str(where / "calibration.json"), "--review-below", "0.6"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    raw, calibrated = job["answers"], read_answers(out)
+    assert calibrated["answers_json"].to_list() == raw["answers_json"].to_list()
+    assert calibrated["answers"].to_list() == raw["answers"].to_list()
+    assert calibrated["raw_confidence"].to_list() == raw["confidence"].to_list()
+    document = json.loads((where / "calibration.json").read_text())
+    fitted = cal.Fitted(document["questions"], document["kinds"])
+    for before, after in zip(raw["confidence"].to_list(), calibrated["confidence"].to_list(),
+                             strict=True):  # fmt: skip
+        for qid, value in before.items():
+            assert after[qid] == pytest.approx(float(fitted.map_for(qid)(value)), abs=1e-12)
+    # Review queue: rows with any calibrated confidence below 0.6.
+    lowest = calibrated["confidence"].struct.unnest().min_horizontal()
+    assert calibrated["review"].to_list() == (lowest < 0.6).to_list()
+    queue = pl.read_parquet(out / "review.parquet")
+    assert sorted(queue["doc_id"]) == sorted(calibrated.filter("review")["doc_id"])
+    manifest = json.loads((out / "manifest.json").read_text())
+    review = manifest["review"]
+    assert review["rows"] == queue.height and review["share"] == queue.height / DOCS
+    accepted = calibrated.filter(~pl.col("review"))["confidence"].struct.unnest()
+    if accepted.height:
+        expected = np.concatenate([accepted[c].to_numpy() for c in accepted.columns]).mean()
+        assert review["expected_accuracy_accepted"] == pytest.approx(expected)
+    assert manifest["calibration"]["review_below"] == 0.6
+    report = json.loads((out / "report.json").read_text())
+    assert report["calibration"]["review"]["rows"] == queue.height
+    assert report["calibration"]["reliability"]
+    assert report["calibration"]["risk_coverage"][0]["coverage"] == 1.0
+
+
+def test_calibration_for_another_model_or_spec_exits_2(job: dict) -> None:
+    where, args = job["where"], job["args"]
+    if not (where / "calibration.json").is_file():
+        test_decide_calibrate_skips_bad_rows_with_a_message(job)
+    document = json.loads((where / "calibration.json").read_text())
+    for key in ("model_fingerprint", "spec_fingerprint"):
+        other = where / f"other-{key}.json"
+        other.write_text(json.dumps({**document, key: "0123456789abcdef"}))
+        result = CliRunner().invoke(main, [*args, "-o", str(where / f"refused-{key}"),
+                                           "--calibration", str(other)])  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "fitted for another" in result.output and "--force-calibration" in result.output
+        assert not list((where / f"refused-{key}").glob("answers/part-*"))
+    forced = CliRunner().invoke(main, [*args, "-o", str(where / "forced"), "--calibration",
+                                       str(other), "--force-calibration"])  # fmt: skip
+    assert forced.exit_code == 0, forced.output
+    manifest = json.loads((where / "forced" / "manifest.json").read_text())
+    assert manifest["calibration"]["forced"] is True
+    missing = CliRunner().invoke(main, [*args, "-o", str(where / "missing"), "--calibration",
+                                        str(where / "nope.json")])  # fmt: skip
+    assert missing.exit_code == 2 and "cannot read the calibration" in missing.output
+
+
+def test_resume_refuses_another_calibration(job: dict, tmp_path: Path) -> None:
+    where, args = job["where"], job["args"]
+    if not (where / "calibration.json").is_file():
+        test_decide_calibrate_skips_bad_rows_with_a_message(job)
+    out = tmp_path / "out"
+    first = CliRunner().invoke(main, [*args, "-o", str(out), "--review-below", "0.5"])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(main, [*args, "-o", str(out), "--resume", "--review-below", "0.9"])
+    assert again.exit_code == 2 and "another review_below" in again.output
+    plain = CliRunner().invoke(main, [*args, "-o", str(out), "--resume"])
+    assert plain.exit_code == 2 and "--review-below" in plain.output
+
+
+def test_temperature_is_multi_class_temperature_over_evenly_spread_other_options() -> None:
+    for k, t, p in ((4, 3.0, 0.9), (3, 0.5, 0.6), (2, 2.0, 0.8)):
+        scores = np.log([p, *[(1 - p) / (k - 1)] * (k - 1)]) / t
+        softmax = np.exp(scores) / np.exp(scores).sum()
+        assert float(cal.Map("temperature", temperature=t, options=k)(p)) == pytest.approx(
+            softmax[0]
+        )
+    assert float(cal.Map("temperature", temperature=5.0, options=4)(0.25)) == pytest.approx(0.25)
+    assert cal.schema_options({"enum": ["a", "b", "c", "d"]}) == 4
+    assert cal.schema_options({"type": ["boolean", "null"]}) == 3
+    assert cal.schema_options({"type": "integer", "minimum": 1, "maximum": 3}) == 3
+
+
+def test_plan_keeps_nulls_and_failed_rows(tmp_path: Path) -> None:
+    from decide.jobs.calibrate import ConfidencePlan, Labels, build_document
+
+    labels, rng = Labels(), np.random.default_rng(3)
+    for c in rng.uniform(0.5, 1.0, 100):
+        labels.add("a", {"enum": ["x", "y", "z"]}, c, rng.random() < c**2)
+    fingerprints = {"model": "0" * 16, "spec": "1" * 16}
+    document = build_document(labels, fingerprints, job="job", gold="gold")
+    (tmp_path / "c.json").write_text(json.dumps(document))
+    plan = ConfidencePlan(tmp_path / "c.json", 0.5, fingerprints, {"a": {"enum": ["x", "y", "z"]}})
+    frame = pl.DataFrame({"status": ["ok", "ok", "error"],
+                          "confidence": [{"a": 0.9, "b": None}, {"a": 0.2, "b": 0.7}, None]})  # fmt: skip
+    out = plan.frame(frame)
+    assert out["raw_confidence"].to_list() == frame["confidence"].to_list()
+    first, second, failed = out["confidence"].to_list()
+    assert first["b"] is None and failed is None  # unanswered stays null, failed rows too
+    assert first["a"] == pytest.approx(float(plan.map("a")(0.9)))
+    assert second["b"] == pytest.approx(float(plan.map("b")(0.7)))  # unknown question: identity
+    assert out["review"].to_list() == [False, True, False]
+
+
+def test_spec_keys_do_not_change_the_fingerprint() -> None:
+    from decide.jobs.spec import parse_spec
+
+    plain = parse_spec({"questions": QUESTIONS})
+    keyed = parse_spec({"questions": QUESTIONS, "calibration": "c.json", "review_below": 0.9})
+    assert keyed.fingerprint() == plain.fingerprint()  # a calibration fitted on one fits both
+    for bad in ({"review_below": 0}, {"review_below": 1.5}, {"calibrate": "c.json"}):
+        with pytest.raises(SpecError):
+            parse_spec({"questions": QUESTIONS, **bad})
