@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from decide.kernels.moe import moe_experts
@@ -35,7 +34,7 @@ from .config import ModelConfig
 from .gdn import GatedDeltaNet
 from .hybrid_cache import HybridCache
 from .layers import SwiGLU, apply_rope, rope_cos_sin
-from .model import WindowedModel
+from .model import LinearHead, WindowedModel
 
 EXPERT_PARTS = ("gate_proj", "up_proj", "down_proj")
 
@@ -171,7 +170,7 @@ class HybridLayer(nn.Module):
         self.mlp = SparseMoe(c) if moe else SwiGLU(c.hidden_size, c.intermediate_size, bias=False)
 
 
-class HybridLM(WindowedModel):
+class HybridLM(LinearHead, WindowedModel):
     """Qwen3-Next-style hybrid run as a block-diffusion model; see the module docstring."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -249,14 +248,3 @@ class HybridLM(WindowedModel):
             x = x + h
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.norm(x)
-
-    def _head_weight(self) -> torch.Tensor:
-        return self.embed.weight if self.lm_head is None else self.lm_head.weight
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self._head_weight())
-
-    def token_logits(
-        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
-    ) -> torch.Tensor:
-        return (hidden[rows] * self._head_weight()[tokens]).sum(-1)

@@ -14,7 +14,6 @@ is never loaded half-way.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,12 +57,7 @@ def read_config(model_dir: Path) -> dict[str, Any]:
     path = model_dir / "config.json"
     if not path.is_file():
         raise ModelLoadError(f"{model_dir}: config.json is missing")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise ModelLoadError(f"{path}: expected a JSON object")
+    raw = read_json_object(path)
     if "model_type" not in raw:
         raise ModelLoadError(f"{path}: required field `model_type` is missing")
     return raw

@@ -177,7 +177,25 @@ class WindowedModel(nn.Module):
         return aligned
 
 
-class DiffusionLM(WindowedModel):
+class LinearHead:
+    """The head of the decoder families: `lm_head`, or the embedding when tied (`lm_head` None)."""
+
+    embed: nn.Embedding
+    lm_head: nn.Linear | None
+
+    def _head_weight(self) -> torch.Tensor:
+        return self.embed.weight if self.lm_head is None else self.lm_head.weight
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self._head_weight())
+
+    def token_logits(
+        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
+    ) -> torch.Tensor:
+        return (hidden[rows] * self._head_weight()[tokens]).sum(-1)
+
+
+class DiffusionLM(LinearHead, WindowedModel):
     """The LLaMA-style decoder of llada, Dream, sdar and Fast_dLLM_Qwen."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -202,14 +220,3 @@ class DiffusionLM(WindowedModel):
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
             x = x + layer.mlp(layer.mlp_norm(x))
         return self.norm(x)
-
-    def _head_weight(self) -> torch.Tensor:
-        return self.embed.weight if self.lm_head is None else self.lm_head.weight
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self._head_weight())
-
-    def token_logits(
-        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
-    ) -> torch.Tensor:
-        return (hidden[rows] * self._head_weight()[tokens]).sum(-1)

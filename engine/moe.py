@@ -34,7 +34,7 @@ from .cache import KVCache
 from .config import ModelConfig
 from .hybrid import Experts
 from .layers import RMSNorm, SwiGLU, apply_rope, rope_cos_sin
-from .model import WindowedModel
+from .model import LinearHead, WindowedModel
 from .moe_config import MoeSpec
 
 
@@ -149,7 +149,7 @@ class MoeLayer(nn.Module):
             self.mlp = SparseMoeBlock(c)
 
 
-class MoeLM(WindowedModel):
+class MoeLM(LinearHead, WindowedModel):
     """Attention + MoE decoder of the `llada2_moe`, `sdar_moe` and `llada_moe` families."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -176,14 +176,3 @@ class MoeLM(WindowedModel):
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
             x = x + layer.mlp(layer.mlp_norm(x))
         return self.norm(x)
-
-    def _head_weight(self) -> torch.Tensor:
-        return self.embed.weight if self.lm_head is None else self.lm_head.weight
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self._head_weight())
-
-    def token_logits(
-        self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
-    ) -> torch.Tensor:
-        return (hidden[rows] * self._head_weight()[tokens]).sum(-1)
