@@ -1,17 +1,19 @@
-"""JSON Schema (draft 2020-12) → the byte language of a slot's canonical compact JSON values.
+"""JSON Schema (any draft, read in its 2020-12 form from `drafts.normalize`) → the byte language of
+a slot's canonical compact JSON values.
 
 `compile_language(schema)` returns a `Language`: a minimal byte DFA (with code point counters for
 length-bounded strings, see `automata`) whose accepted strings are canonical compact JSON texts of
 values the schema accepts. Canonical means: no whitespace, object keys in one fixed order (first
 appearance in the schema), strings escaped as `json.dumps(ensure_ascii=False)` does, integers
 without sign on zero or exponent, non-integers as plain decimals of at most 15 digits. Every keyword
-is either expressed exactly, ignored because draft 2020-12 makes it an annotation, or refused with
-its JSON pointer. `not` and `if`/`then`/`else` are built by complement when the negated or tested
-language is complete; other assertions (`contains`, `oneOf` between overlapping branches,
-non-integral `multipleOf`, …) are still exact when the rest of the schema admits few values: those
-are enumerated and filtered by `jsonschema` itself. The language may leave out values it cannot
-spell canonically (objects with undeclared keys, numbers with more digits); it never admits an
-invalid one. `Language.complete` records whether it left nothing out.
+is either expressed exactly, ignored because it is an annotation (`drafts` decides which), or
+refused with its JSON pointer (of the schema as written). `not` and `if`/`then`/`else` are built
+by complement when the negated or tested language is complete; other assertions (`contains`,
+`oneOf` between overlapping branches, non-integral `multipleOf`, …) are still exact when the rest
+of the schema admits few values: those are enumerated and filtered by `jsonschema` itself. The
+language may leave out values it cannot spell canonically (objects with undeclared keys, numbers
+with more digits); it never admits an invalid one. `Language.complete` records whether it left
+nothing out.
 """
 
 from __future__ import annotations
