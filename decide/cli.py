@@ -267,11 +267,13 @@ def run(
 @click.option(
     "--model", type=click.Path(path_type=Path), help="Model directory (default: bundled)."
 )
-def validate(spec_path: Path, model: Path | None) -> None:
+@click.option("--strict", is_flag=True, help="Refuse unknown keywords instead of ignoring them.")
+def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     """Compile every question of a job spec against the model's tokenizer.
 
-    Prints, per question, whether its schema is supported (with the slot length in tokens) or
-    refused (JSON pointer and keyword). Exits 2 when anything is refused.
+    Prints, per question, whether its schema is supported (the draft its `$schema` names, the slot
+    length in tokens, unknown keywords ignored as annotations, depth limits) or refused (JSON
+    pointer and keyword). Exits 2 when anything is refused.
 
     \b
     Example:
@@ -296,6 +298,7 @@ def validate(spec_path: Path, model: Path | None) -> None:
         [(q.id, q.schema_) for q in spec.questions],
         compiler.vocabulary,
         extract=[q.id for q in spec.questions if q.extract],
+        strict=strict,
     )
     click.echo(f"model: {path} ({config.model_type}, {compiler.vocabulary.size} tokens)")
     click.echo(render_table(reports))

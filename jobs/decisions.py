@@ -100,6 +100,16 @@ def document_seed(seed: int, doc_id: Any) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+def _as_resource(q: CompiledQuestion) -> Any:
+    """A question's schema in the 2020-12 form it was compiled from (`decide.schemas.drafts`),
+    as its own resource: its `#…` references resolve inside it, and a schema of another draft
+    keeps that draft's meaning inside the 2020-12 decision schema."""
+    schema = q.slot.language.normalized
+    if not isinstance(schema, dict):
+        return schema
+    return {"$id": f"urn:decide:question:{q.id}", **schema}
+
+
 class DecisionEngine:
     def __init__(
         self,
@@ -163,7 +173,7 @@ class DecisionEngine:
         if key not in self._validators:
             schema: dict[str, Any] = {
                 "type": "object",
-                "properties": {q.id: q.schema for q in questions},
+                "properties": {q.id: _as_resource(q) for q in questions},
                 "required": [q.id for q in questions],
                 "additionalProperties": False,
             }

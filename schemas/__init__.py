@@ -8,7 +8,8 @@ Typical use (compile once per job, one cheap constraint per slot per block):
     ... state.fill_bitmask(rows); state.commit(p, t) ...
     value = state.decode().value                         # re-checked with jsonschema
 
-Pipeline: `language` (schema → canonical JSON byte DFA; per-type builders in `shapes`, spelling in
+Pipeline: `drafts` (any draft's schema → its 2020-12 form, unknown keywords → warnings) →
+`language` (schema → canonical JSON byte DFA; per-type builders in `shapes`, spelling in
 `canonical`, with `regex`, `numbers`, `formats`, `automata`, `charclass` underneath) → `tokens`
 (token automaton over a `vocab`) → `slot` (fixed-length reachability, masks, options, decoding).
 `validate` serves `decide validate`. See docs/schemas.md.

@@ -1,17 +1,19 @@
-"""JSON Schema (draft 2020-12) → the byte language of a slot's canonical compact JSON values.
+"""JSON Schema (any draft, read in its 2020-12 form from `drafts.normalize`) → the byte language of
+a slot's canonical compact JSON values.
 
 `compile_language(schema)` returns a `Language`: a minimal byte DFA (with code point counters for
 length-bounded strings, see `automata`) whose accepted strings are canonical compact JSON texts of
 values the schema accepts. Canonical means: no whitespace, object keys in one fixed order (first
 appearance in the schema), strings escaped as `json.dumps(ensure_ascii=False)` does, integers
 without sign on zero or exponent, non-integers as plain decimals of at most 15 digits. Every keyword
-is either expressed exactly, ignored because draft 2020-12 makes it an annotation, or refused with
-its JSON pointer. `not` and `if`/`then`/`else` are built by complement when the negated or tested
-language is complete; other assertions (`contains`, `oneOf` between overlapping branches,
-non-integral `multipleOf`, …) are still exact when the rest of the schema admits few values: those
-are enumerated and filtered by `jsonschema` itself. The language may leave out values it cannot
-spell canonically (objects with undeclared keys, numbers with more digits); it never admits an
-invalid one. `Language.complete` records whether it left nothing out.
+is either expressed exactly, ignored because it is an annotation (`drafts` decides which), or
+refused with its JSON pointer (of the schema as written). `not` and `if`/`then`/`else` are built
+by complement when the negated or tested language is complete; other assertions (`contains`,
+`oneOf` between overlapping branches, non-integral `multipleOf`, …) are still exact when the rest
+of the schema admits few values: those are enumerated and filtered by `jsonschema` itself. The
+language may leave out values it cannot spell canonically (objects with undeclared keys, numbers
+with more digits); it never admits an invalid one. `Language.complete` records whether it left
+nothing out.
 """
 
 from __future__ import annotations
@@ -27,27 +29,10 @@ from jsonschema._utils import equal as json_equal
 from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json, key_rank
-from .errors import MalformedSchema, UnsupportedSchema, child
+from .drafts import VALIDATORS, Normalized, Warning, normalize
+from .errors import MalformedSchema, SchemaError, UnsupportedSchema, child
 from .shapes import EMPTY, MAX_DIVISOR, Conj, Lang, Shapes, literal, union
 
-ANNOTATIONS = {
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$comment",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-    "$defs",
-    "definitions",
-    "$anchor",
-    "$schema",
-    "$id",
-}
 STRUCTURAL = {
     "type",
     "enum",
@@ -92,10 +77,10 @@ FILTERS = {
     "unevaluatedItems",
     "unevaluatedProperties",
 }
-DRAFT = "https://json-schema.org/draft/2020-12/schema"
 TYPES = ("null", "boolean", "object", "array", "string", "integer", "fraction")
 ENUMERATION_LIMIT = 1024
-MAX_NESTING = 3  # arrays/objects inside arrays/objects deeper than this are left out
+MAX_DEPENDENCIES = 6  # dependentRequired/dependentSchemas entries split into cases (2^n)
+MAX_NESTING = 3  # arrays/objects nested inside an unconstrained value ({}) deeper are left out
 
 
 @dataclass
@@ -107,6 +92,11 @@ class Language:
     schema: Any
     validator: Any = field(repr=False)
     key_rank: dict[str, int] = field(repr=False)
+    draft: str = "2020-12"  # the draft `$schema` names; `validator` is that draft's class
+    normalized: Any = field(default=None, repr=False)  # the schema in 2020-12 form
+    warnings: list[Warning] = field(default_factory=list)  # unknown keywords, ignored
+    cuts: list[str] = field(default_factory=list)  # depth limits that left values out
+    omitted: tuple[str, str, str] | None = None  # (pointer, keyword, why) of a left-out part
 
     def __getstate__(self) -> dict[str, Any]:
         # jsonschema validators hold closures; rebuild instead of pickling (Ray workers).
@@ -114,7 +104,10 @@ class Language:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.validator = jsonschema.Draft202012Validator(self.schema, format_checker=FORMAT_CHECKER)
+        self.validator = _validator(self.schema, self.draft)
+
+    def is_empty(self) -> bool:
+        return automata.is_empty(self.dfa)
 
     def canonical(self, value: Any) -> str:
         return canonical_json(value, self.key_rank)
@@ -135,27 +128,45 @@ FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 _ANY_VALUE: dict[int, DFA] = {}
 
 
+def _validator(schema: Any, draft: str) -> Any:
+    """The checker of every answer: `draft`'s own validator class on the original schema."""
+    cls = VALIDATORS[draft]
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
 class _Compiler(Shapes):
-    def __init__(self, root: Any, max_recursion: int) -> None:
+    def __init__(self, root: Any, max_recursion: int, draft: str = "2020-12") -> None:
         self.root = root
         self.max_recursion = max_recursion
-        self.validator = jsonschema.Draft202012Validator(root, format_checker=FORMAT_CHECKER)
+        # `root` is the 2020-12 form; sub-schemas are checked with 2020-12 semantics and the
+        # original draft's format checker (drafts.normalize keeps only formats it checks).
+        checker = VALIDATORS[draft].FORMAT_CHECKER
+        self.validator = jsonschema.Draft202012Validator(root, format_checker=checker)
         self.rank = key_rank(root)
+        self.cuts: dict[str, None] = {}
+        self.omitted: tuple[str, str, str] | None = None
         self.anchors: dict[str, str] = {}
         self._find_anchors(root, "")
 
     def _find_anchors(self, schema: Any, ptr: str) -> None:
-        if isinstance(schema, dict):
-            for kw, sub in schema.items():
-                if kw == "$anchor" and isinstance(sub, str):
-                    self.anchors[sub] = ptr
-                elif kw == "$id" and ptr:
-                    raise UnsupportedSchema(child(ptr, kw), kw, "$id below the root")
-                elif kw not in ("enum", "const"):
-                    self._find_anchors(sub, child(ptr, kw))
-        elif isinstance(schema, list):
-            for i, sub in enumerate(schema):
-                self._find_anchors(sub, child(ptr, i))
+        """`$anchor`s of schema locations (not inside annotations, as jsonschema sees them)."""
+        if not isinstance(schema, dict):
+            return
+        for kw, sub in schema.items():
+            here = child(ptr, kw)
+            if kw == "$anchor" and isinstance(sub, str):
+                self.anchors[sub] = ptr
+            elif kw == "$id" and ptr:
+                # drafts.normalize removed or refused every $id in a schema location.
+                raise UnsupportedSchema(here, kw, "$id below the root")
+            elif kw in _SCHEMA_MAPS and isinstance(sub, dict):
+                for name, x in sub.items():
+                    self._find_anchors(x, child(here, name))
+            elif kw in _SCHEMA_LISTS and isinstance(sub, list):
+                for n, x in enumerate(sub):
+                    self._find_anchors(x, child(here, n))
+            elif kw in _SCHEMA_ONE:
+                self._find_anchors(sub, here)
 
     def resolve(self, ptr: str, ref: Any) -> tuple[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -200,23 +211,20 @@ class _Compiler(Shapes):
             if id(s) in seen:
                 continue
             seen.add(id(s))
-            for kw in s:
-                if kw in ("$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$vocabulary"):
-                    raise UnsupportedSchema(child(ptr, kw), kw, f"{kw} is not supported")
-                known = kw in ANNOTATIONS or kw in STRUCTURAL or kw in FILTERS
-                if not known and not kw.startswith("x-"):
-                    raise UnsupportedSchema(
-                        child(ptr, kw),
-                        kw,
-                        "unknown keyword (a typo?); prefix with x- to mark an extension",
-                    )
-            if "$schema" in s and s["$schema"].rstrip("#") != DRAFT:
-                raise UnsupportedSchema(child(ptr, "$schema"), "$schema", "only draft 2020-12")
+            # Keywords were classified by drafts.normalize: anything not compiled here is an
+            # annotation (or an unknown keyword jsonschema ignores as well).
             flat.append((ptr, s))
             if "$ref" in s:
                 target_ptr, target = self.resolve(child(ptr, "$ref"), s["$ref"])
                 if refs.count(target_ptr) >= self.max_recursion:
-                    return Lang(EMPTY.build, False)  # recursion cut: deeper values left out
+                    # recursion cut: deeper values left out
+                    self.cuts[
+                        f"$ref to #{target_ptr} expanded at most {self.max_recursion} times"
+                    ] = None
+                    self.omit(
+                        child(ptr, "$ref"), "$ref", "values nested deeper than the recursion limit"
+                    )
+                    return Lang(EMPTY.build, False)
                 refs = (*refs, target_ptr)
                 work.append((target_ptr, target))
             for i, sub in enumerate(s.get("allOf", ())):
@@ -237,6 +245,9 @@ class _Compiler(Shapes):
         for i, (_, s) in enumerate(flat):
             if "oneOf" in s:
                 return self.one_of(flat, i, refs)
+        split = self.dependencies(flat, refs)
+        if split is not None:
+            return split
         filters = [
             (child(ptr, kw), kw)
             for ptr, s in flat
@@ -266,10 +277,56 @@ class _Compiler(Shapes):
             drop = FILTERS | {"allOf", "$ref"}
             stripped = [(p, {k: v for k, v in s.items() if k not in drop}) for p, s in flat]
             base = self.node(stripped, refs)
+            if all(kw == "uniqueItems" for _, kw in filters):
+                try:
+                    return self.enumerate(base, flat, filters[0])
+                except UnsupportedSchema:
+                    # Distinct items over an unbounded item language are not regular: keep the
+                    # arrays of at most one item (always distinct), leave longer ones out.
+                    ptr = filters[0][0]
+                    self.cuts[f"{ptr}: uniqueItems arrays hold at most one item"] = None
+                    self.omit(ptr, "uniqueItems", "arrays of two or more distinct items")
+                    one = [*stripped, (ptr, {"maxItems": 1})]
+                    return Lang(self.node(one, refs).build, False)
             return self.enumerate(base, flat, filters[0])
-        if not flat:
+        if not any(kw in STRUCTURAL or kw in FILTERS for _, s in flat for kw in s):
+            # `{}` or annotations only: an unconstrained value, nesting limited to MAX_NESTING
             return self.any_value(refs.count("<nest>"))
         return self.typed(flat, refs)
+
+    def dependencies(self, flat: Conj, refs: tuple[str, ...]) -> Lang | None:
+        """`dependentRequired` / `dependentSchemas` by cases on the trigger key: (objects without
+        it) ∪ (objects with it and what it requires). Exact, because both cases admit every
+        non-object. None when the conjunction has no dependency (or too many to split)."""
+        deps = [
+            (i, kw, key)
+            for i, (_, s) in enumerate(flat)
+            for kw in ("dependentRequired", "dependentSchemas")
+            if isinstance(s.get(kw), dict)
+            for key in s[kw]
+        ]
+        if not deps or len(deps) > MAX_DEPENDENCIES:
+            return None
+        i, kw, key = deps[0]
+        settled = _settled(flat)
+        ptr, s = settled[i]
+        rest = {k: v for k, v in s[kw].items() if k != key}
+        member = {k: v for k, v in s.items() if k != kw}
+        if rest:
+            member[kw] = rest
+        base = [*settled[:i], (ptr, member), *settled[i + 1 :]]
+        where = child(ptr, kw, key)
+        absent = [*base, (where, {"properties": {key: False}})]
+        if kw == "dependentRequired":
+            present = [*base, (where, {"required": [key, *s[kw][key]]})]
+        else:
+            present = [*base, (where, {"required": [key]}), (where, s[kw][key])]
+        return union([self.node(absent, refs), self.node(present, refs)])
+
+    def omit(self, pointer: str, keyword: str, why: str) -> None:
+        """Record the first reason the language leaves valid values out."""
+        if self.omitted is None:
+            self.omitted = (pointer or "#", keyword, why)
 
     def negation(self, flat: Conj, refs: tuple[str, ...]) -> Lang | None:
         """`not` by complement: exact when the negated language is complete and uncounted (a value
@@ -283,14 +340,24 @@ class _Compiler(Shapes):
         for ptr, s in flat:
             if "not" not in s:
                 continue
-            inner = self.node([(child(ptr, "not"), s["not"]), *rest], refs)
-            if not inner.complete:
-                return None
-            negated = self.language_of(inner)
-            if negated.region.any():
+            negated = self.narrowed((child(ptr, "not"), s["not"]), rest, refs)
+            if negated is None:
                 return None
             dfa = automata.product(dfa, automata.complement(negated))
         return Lang(lambda nfa: nfa.embed(dfa, None), base.complete)
+
+    def narrowed(self, sub: tuple[str, Any], rest: Conj, refs: tuple[str, ...]) -> DFA | None:
+        """The complete, uncounted language of `sub` narrowed by `rest` (None if there is none).
+        Narrowing by a weaker rest (string length bounds and formats dropped where that only
+        widens it) is as good for the complement, since only values of `rest` are tested, and it
+        often removes the counter (e.g. `if` on one property of an object with a maxLength)."""
+        for conj in ([sub, *rest], [sub, *[(p, _relax(s)) for p, s in rest]]):
+            lang = self.node(conj, refs)
+            if lang.complete:
+                dfa = self.language_of(lang)
+                if not dfa.region.any():
+                    return dfa
+        return None
 
     def condition(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang | None:
         """`if`/`then`/`else` as (IF ∩ THEN) ∪ (ELSE ∖ IF), every part narrowed by the rest of the
@@ -298,11 +365,8 @@ class _Compiler(Shapes):
         ptr, s = flat[i]
         drop = {"if", "then", "else", "allOf", "$ref"}
         rest = [(p, {k: v for k, v in x.items() if k not in drop}) for p, x in flat]
-        cond = self.node([(child(ptr, "if"), s["if"]), *rest], refs)
-        if not cond.complete:
-            return None
-        cond_dfa = self.language_of(cond)
-        if cond_dfa.region.any():
+        cond_dfa = self.narrowed((child(ptr, "if"), s["if"]), rest, refs)
+        if cond_dfa is None:
             return None
         parts = []
         for kw, keep in (("then", cond_dfa), ("else", automata.complement(cond_dfa))):
@@ -318,6 +382,9 @@ class _Compiler(Shapes):
         if nesting not in _ANY_VALUE:
             _ANY_VALUE[nesting] = self.language_of(self.typed([], ("<nest>",) * nesting))
         dfa = _ANY_VALUE[nesting]
+        self.cuts[
+            f"arrays/objects inside an unconstrained value ({{}}) at most {MAX_NESTING} deep"
+        ] = None
         return Lang(lambda nfa: nfa.embed(dfa), False)
 
     def language_of(self, lang: Lang) -> DFA:
@@ -396,6 +463,22 @@ class _Compiler(Shapes):
     # One method per JSON type ------------------------------------------------------------------
 
 
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+
+
 def _integral_divisor(value: Any) -> bool:
     """multipleOf values built structurally (a remainder automaton); others are enumerated,
     since jsonschema divides floats (0.3 is not a multiple of 0.1 there)."""
@@ -404,17 +487,29 @@ def _integral_divisor(value: Any) -> bool:
     return float(value).is_integer() and 0 < value <= MAX_DIVISOR
 
 
-def compile_language(schema: Any, *, max_recursion: int = 3) -> Language:
-    """Compile one question schema; raises `UnsupportedSchema` / `MalformedSchema`."""
+def compile_language(
+    schema: Any, *, max_recursion: int = 3, strict: bool = False, draft: str | None = None
+) -> Language:
+    """Compile one question schema of any draft (its `$schema`; 2020-12 without one); raises
+    `UnsupportedSchema` / `MalformedSchema`. `strict`: unknown keywords are refused, not
+    ignored with a warning. `draft` ("draft-04", …, "2020-12") applies when `$schema` is absent."""
+    norm = normalize(schema, strict=strict, draft=draft)
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        path = list(exc.absolute_path)
-        keyword = next((str(p) for p in reversed(path) if isinstance(p, str)), str(exc.validator))
-        raise MalformedSchema(child("", *path), keyword, exc.message) from None
-    comp = _Compiler(schema, max_recursion)
+        return _compile(schema, norm, max_recursion)
+    except SchemaError as exc:
+        # Name the user's location, not one of the 2020-12 form.
+        named = exc.pointer.rsplit("/", 1)[-1] == exc.keyword
+        exc.pointer = norm.original_pointer(exc.pointer)
+        if named:  # a renamed keyword ($dynamicRef → $ref, items → prefixItems) is named as written
+            exc.keyword = exc.pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
+        exc.args = (f"{exc.pointer or '#'}: {exc.keyword}: {exc.message}",)
+        raise
+
+
+def _compile(schema: Any, norm: Normalized, max_recursion: int) -> Language:
+    comp = _Compiler(norm.schema, max_recursion, norm.draft)
     try:
-        lang = comp.node([("", schema)], ())
+        lang = comp.node([("", norm.schema)], ())
         nfa = NFA()
         dfa = automata.determinize(nfa, lang.build(nfa))
     except automata.RegionConflict as exc:
@@ -433,7 +528,59 @@ def compile_language(schema: Any, *, max_recursion: int = 3) -> Language:
         raise UnsupportedSchema(
             pointer, keyword or "schema", f"schema too large to compile: {exc}"
         ) from None
-    return Language(dfa, lang.complete, schema, comp.validator, comp.rank)
+    return Language(
+        dfa,
+        lang.complete,
+        schema,
+        _validator(schema, norm.draft),
+        comp.rank,
+        norm.draft,
+        norm.schema,
+        norm.warnings,
+        list(comp.cuts),
+        comp.omitted,
+    )
+
+
+def empty_refusal(lang: Language) -> UnsupportedSchema | None:
+    """The honest refusal of a language without values: "no value satisfies" only when nothing
+    valid was left out, else which left-out part held every valid value. None when not empty."""
+    if not lang.is_empty():
+        return None
+    if lang.complete:
+        why = "no value satisfies this schema (its constraints contradict each other)"
+        return UnsupportedSchema("", "schema", why)
+    pointer, keyword, why = lang.omitted or ("#", "schema", "values the slot cannot spell")
+    return UnsupportedSchema(
+        pointer,
+        keyword,
+        "valid values exist, but every one lies outside what a slot can spell: " + why,
+    )
+
+
+_MONOTONE_MAPS = ("properties", "patternProperties")
+_MONOTONE_ONE = ("additionalProperties", "items")
+_MONOTONE_LISTS = ("allOf", "anyOf", "prefixItems")
+
+
+def _relax(schema: Any) -> Any:
+    """`schema` without length bounds and formats in positions where dropping a keyword can only
+    admit more values (not under `not`, `oneOf`, `if`, …, which stay as they are)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in ("minLength", "maxLength", "format"):
+            continue
+        if k in _MONOTONE_MAPS and isinstance(v, dict):
+            out[k] = {name: _relax(x) for name, x in v.items()}
+        elif k in _MONOTONE_ONE:
+            out[k] = _relax(v)
+        elif k in _MONOTONE_LISTS and isinstance(v, list):
+            out[k] = [_relax(x) for x in v]
+        else:
+            out[k] = v
+    return out
 
 
 def _settled(flat: Conj) -> Conj:

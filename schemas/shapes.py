@@ -29,7 +29,7 @@ from .automata import DFA, NFA, Frag
 from .errors import UnsupportedSchema, child
 from .regex import RegexUnsupported, full_language, search_language
 
-MAX_NESTING = 3  # arrays/objects inside arrays/objects deeper than this are left out
+MAX_NESTING = 3  # arrays/objects nested inside an unconstrained value ({}) deeper are left out
 UNIQUE_ITEMS_LIMIT = 16  # uniqueItems is built structurally over at most this many item values
 Conj = list[tuple[str, Any]]
 
@@ -64,6 +64,9 @@ class Shapes:
     """Per-type builders; the compiler subclass provides `node`, `rank`, `language_of`."""
 
     rank: dict[str, int]
+
+    def omit(self, pointer: str, keyword: str, why: str) -> None:
+        raise NotImplementedError
 
     def t_null(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
         return literal(["null"])
@@ -193,10 +196,20 @@ class Shapes:
 
         return Lang(build, True)
 
-    def t_array(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
+    def _nest(self, flat: Conj, refs: tuple[str, ...]) -> tuple[str, ...] | None:
+        """Declared nesting is never cut (recursion is bounded by `$ref` expansions); only the
+        arrays/objects of an unconstrained value (empty `flat`) count towards MAX_NESTING."""
+        if flat:
+            return refs
         if refs.count("<nest>") >= MAX_NESTING:
+            return None
+        return (*refs, "<nest>")
+
+    def t_array(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
+        nested = self._nest(flat, refs)
+        if nested is None:
             return Lang(EMPTY.build, False)
-        refs = (*refs, "<nest>")
+        refs = nested
         lo, hi = 0, None
         prefix_len = 0
         for _, s in flat:
@@ -269,9 +282,8 @@ class Shapes:
                 hi = int(s["maxItems"]) if hi is None else min(hi, int(s["maxItems"]))
             if "items" in s:
                 items.append((child(ptr, "items"), s["items"]))
-        nested = (*refs, "<nest>")
         values = automata.enumerate_strings(
-            self.language_of(self.node(items, nested)), UNIQUE_ITEMS_LIMIT
+            self.language_of(self.node(items, refs)), UNIQUE_ITEMS_LIMIT
         )
         if values is None:
             return None
@@ -300,9 +312,10 @@ class Shapes:
         return Lang(build, len(values) <= 1)
 
     def t_object(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
-        if refs.count("<nest>") >= MAX_NESTING:
+        nested = self._nest(flat, refs)
+        if nested is None:
             return Lang(EMPTY.build, False)
-        refs = (*refs, "<nest>")
+        refs = nested
         required: set[str] = set()
         declared: dict[str, None] = {}
         closed = False
@@ -317,6 +330,12 @@ class Shapes:
         keys = sorted(declared, key=lambda k: self.rank.get(k, len(self.rank)))
         fields: list[tuple[str, bool, Lang]] = []
         complete = closed
+        if not closed and flat:
+            self.omit(
+                child(flat[0][0], "additionalProperties"),
+                "additionalProperties",
+                "objects with keys not named in `properties` (or `required`) are never generated",
+            )
         for k in keys:
             conj: Conj = []
             allowed = True

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import DecodeMismatch, UnsupportedSchema
-from .language import Language, compile_language
+from .language import Language, compile_language, empty_refusal
 from .tokens import TokenAutomaton
 from .vocab import Vocabulary
 
@@ -77,11 +77,14 @@ class CompiledSlot:
                 "", "maxLength", f"every value of this schema needs more than {max_tokens} tokens"
             )
         if not lengths:
+            refusal = empty_refusal(language)
+            if refusal is not None:
+                raise refusal
             raise UnsupportedSchema(
                 "",
                 "schema",
-                "no value satisfies this schema (its constraints contradict each other, or no "
-                "value can be spelled with this vocabulary)",
+                "no value of this schema can be spelled with this vocabulary (e.g. upper case "
+                "in an uncased vocabulary)",
             )
         fitting = [k for k in lengths if k <= max_tokens]
         if not fitting:
@@ -364,13 +367,15 @@ def compile_slot(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     max_recursion: int = 3,
     max_options: int = MAX_OPTIONS,
+    strict: bool = False,
 ) -> CompiledSlot:
-    """Compile (or fetch from the vocabulary's cache) the slot of one question schema."""
-    key = (json.dumps(schema, ensure_ascii=False), max_tokens, max_recursion, max_options)
+    """Compile (or fetch from the vocabulary's cache) the slot of one question schema;
+    `strict`: unknown keywords are refused instead of ignored with a warning."""
+    key = (json.dumps(schema, ensure_ascii=False), max_tokens, max_recursion, max_options, strict)
     cache: OrderedDict = vocab.__dict__.setdefault("_slots", OrderedDict())
     slot = cache.get(key)
     if slot is None:
-        language = compile_language(schema, max_recursion=max_recursion)
+        language = compile_language(schema, max_recursion=max_recursion, strict=strict)
         slot = cache[key] = CompiledSlot(schema, vocab, language, max_tokens, max_options)
         if len(cache) > SLOT_CACHE_SIZE:  # per-row question schemas must not grow it forever
             cache.popitem(last=False)

@@ -2,18 +2,20 @@
 
 `check_questions([(id, schema), …], vocab)` compiles each schema (with the vocabulary when one is
 given, so the slot length in tokens is known) and never raises for a bad schema: each question gets
-a `QuestionReport` with the refusal's JSON pointer, keyword and message. `render_table` prints them
-as a fixed-width text table for the CLI.
+a `QuestionReport` with the draft its `$schema` names, the unknown keywords ignored as annotations
+(`warnings`; `strict=True` refuses them instead), the depth limits that left values out (`cuts`),
+or the refusal's JSON pointer, keyword and message. `render_table` prints them as a fixed-width
+text table for the CLI, followed by one line per warning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import SchemaError
-from .language import compile_language
+from .language import compile_language, empty_refusal
 from .slot import DEFAULT_MAX_TOKENS, compile_slot
 from .span import extract_kind
 from .vocab import Vocabulary
@@ -30,6 +32,9 @@ class QuestionReport:
     pointer: str | None = None
     keyword: str | None = None
     message: str | None = None
+    draft: str | None = None  # the draft the schema was read as ("2020-12", "draft-07", …)
+    warnings: tuple[str, ...] = ()  # unknown keywords ignored as annotations
+    cuts: tuple[str, ...] = ()  # depth limits (recursion, unconstrained values) that apply
 
 
 def check_questions(
@@ -38,22 +43,30 @@ def check_questions(
     *,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     extract: Iterable[str] = (),
+    strict: bool = False,
 ) -> list[QuestionReport]:
     """Per question: supported (slot length when `vocab` is given) or refused (pointer, keyword).
-    Questions whose ids are in `extract` must admit strings or numbers (`extract_kind`)."""
+    Questions whose ids are in `extract` must admit strings or numbers (`extract_kind`).
+    `strict`: unknown keywords are refused instead of ignored with a warning."""
     out = []
     extract = set(extract)
     for qid, schema in questions:
         try:
             kind = extract_kind(schema) if qid in extract else None
             if vocab is None:
-                compile_language(schema)
-                out.append(QuestionReport(qid, True, extract=kind))
+                lang = compile_language(schema, strict=strict)
+                refusal = empty_refusal(lang)
+                if refusal is not None:
+                    raise refusal
+                report = QuestionReport(qid, True, extract=kind)
             else:
-                slot = compile_slot(schema, vocab, max_tokens=max_tokens)
+                slot = compile_slot(schema, vocab, max_tokens=max_tokens, strict=strict)
+                lang = slot.language
                 n = None if slot.values is None else len(slot.values)
                 report = QuestionReport(qid, True, slot.length, n, slot.truncated, kind)
-                out.append(report)
+            warnings = tuple(str(w) for w in lang.warnings)
+            report = replace(report, draft=lang.draft, warnings=warnings, cuts=tuple(lang.cuts))
+            out.append(report)
         except SchemaError as exc:
             out.append(
                 QuestionReport(
@@ -64,19 +77,29 @@ def check_questions(
 
 
 def render_table(reports: list[QuestionReport]) -> str:
-    """Fixed-width text table, one line per question."""
+    """Fixed-width text table, one line per question; then the ignored keywords and depth
+    limits, one line each."""
     rows = [("question", "status", "slot", "detail")]
+    notes = []
     for r in reports:
         if r.supported:
             slot = "-" if r.slot_length is None else str(r.slot_length)
             detail = []
+            if r.draft is not None:
+                detail.append(f"draft {r.draft}")
             if r.values is not None:
                 detail.append(f"{r.values} values")
             if r.truncated:
                 detail.append("longer values cut at slot length")
             if r.extract:
                 detail.append(f"extract: {r.extract} of each document")
+            if r.warnings:
+                detail.append(f"{len(r.warnings)} unknown keywords ignored")
+            if r.cuts:
+                detail.append("depth limited")
             rows.append((r.question_id, "supported", slot, ", ".join(detail)))
+            notes += [f"warning: {r.question_id}: {w}" for w in r.warnings]
+            notes += [f"depth: {r.question_id}: {c}" for c in r.cuts]
         else:
             rows.append((r.question_id, "refused", "-", f"{r.pointer} {r.keyword}: {r.message}"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -84,4 +107,4 @@ def render_table(reports: list[QuestionReport]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
         for row in rows
     ]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join([*(line.rstrip() for line in lines), *notes])

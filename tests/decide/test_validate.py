@@ -19,7 +19,7 @@ def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
     ]}  # fmt: skip
     bad = {"questions": [
         *good["questions"],
-        {"id": "host", "text": "Host?", "schema": {"type": "string", "format": "hostname"}},
+        {"id": "host", "text": "Host?", "schema": {"type": "string", "format": "ipv6"}},
         {"id": "none", "text": "?", "schema": {"type": "integer", "minimum": 5, "maximum": 1}},
         {"id": "late", "text": "?", "schema": {"type": "boolean"}, "extract": True},
     ]}  # fmt: skip

@@ -89,7 +89,7 @@ def test_bad_rows_become_error_rows(models, tmp_path) -> None:
     per_row = [None] * 7 + [
         [{"id": f"q{i}", "text": f"Q{i}?", "schema": '{"type": "boolean"}'} for i in range(9)]
     ]
-    bad_schema = [{"id": "z", "text": "Z?", "schema": '{"type": "string", "format": "hostname"}'}]
+    bad_schema = [{"id": "z", "text": "Z?", "schema": '{"type": "string", "format": "ipv6"}'}]
     per_row[0] = bad_schema
     pl.DataFrame(
         {"doc_id": ids, "document": docs, "questions": per_row, "note": list("12345678")},
@@ -127,7 +127,7 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     pl.DataFrame({"id": ["x"], "document": ["t"]}).write_parquet(tmp_path / "noid.parquet")
     (tmp_path / "text.parquet").write_text("this is not parquet")
     (tmp_path / "a-file").write_text("")
-    hostname = {"id": "x", "text": "X?", "schema": {"type": "string", "format": "hostname"}}
+    hostname = {"id": "x", "text": "X?", "schema": {"type": "string", "format": "ipv6"}}
     specs = {
         "job": spec(),
         "bad": spec(questions=[*QUESTIONS[:2], hostname]),

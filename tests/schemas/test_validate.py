@@ -26,7 +26,7 @@ def test_reports_supported_and_refused_questions() -> None:
     vocab = Vocabulary.from_tokenizer(Tokenizer.from_file(str(GPT2)), excluded=[50256])
     questions = [
         ("ok_enum", {"enum": ["yes", "no"]}),
-        ("bad_format", {"type": "string", "format": "hostname"}),
+        ("bad_format", {"type": "string", "format": "ipv6"}),
         ("long_text", {"type": "string"}),
         ("typo", {"type": "object", "properties": {"x": {"minimun": 3}}}),
     ]
