@@ -16,8 +16,10 @@ that the compiler builds from. The rewrite is keyword by keyword, for schema loc
 - draft-04 boolean `exclusiveMinimum`/`exclusiveMaximum` → the numeric 2020-12 bound.
 - `$recursiveRef: "#"` (2019-09) and `$dynamicRef` (2020-12) → `$ref`, exact because a schema
   with a single resource (no `$id` below the root) has nothing else in its dynamic scope.
-- `format`s the draft's format checker does not check here are annotations for `jsonschema`: they
-  are dropped (with a warning), so the slot admits what the checker admits.
+- a `format` the draft defines and decide compiles (`formats.FORMATS`: date, time, date-time,
+  uuid, ipv4, email) is an assertion in every installation; any other format the draft's
+  format checker does not check here is an annotation for `jsonschema`: it is dropped (with a
+  warning), so the slot admits what the checker admits.
 - keywords the draft does not define are annotations: known annotation keywords (`title`,
   `readOnly`, `$comment`, …), `x-…` extensions and names starting with `_` or `$` silently;
   a likely misspelling of one of the draft's assertion keywords (another case, or one or two
@@ -39,6 +41,10 @@ import jsonschema
 from jsonschema import validators
 
 from .errors import MalformedSchema, UnsupportedSchema, child
+from .formats import FORMATS
+
+# The first draft that defines each format decide compiles (the others are in every draft).
+FORMAT_SINCE = {"date": "draft-07", "time": "draft-07", "uuid": "2019-09"}
 
 DRAFT_URIS = {
     "draft-04": "http://json-schema.org/draft-04/schema",
@@ -289,7 +295,12 @@ class _Normalizer:
         if kw == "$recursiveAnchor":
             return
         if kw == "format":
-            if isinstance(v, str) and v not in self.checker.checkers:
+            # A format decide compiles itself is an assertion wherever the draft defines it,
+            # whatever checker libraries this installation happens to have.
+            compiled = v in FORMATS and ORDER.index(self.draft) >= ORDER.index(
+                FORMAT_SINCE.get(v, "draft-04")
+            )
+            if isinstance(v, str) and v not in self.checker.checkers and not compiled:
                 self.warn(
                     here, kw, f"format {v!r} is not checked by jsonschema ({self.draft}): "
                     "an annotation, any string is valid"
