@@ -29,12 +29,19 @@ from decide.schemas.rules import compile_rules, rule_question_ids
 
 from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item, failure_reason
+from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
-from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
-from .spec import JobSpec, SpecError, parse_questions
+from .questions import (
+    CompiledQuestion,
+    QuestionCompiler,
+    asked,
+    refuse_ruled_derived,
+    refuse_ruled_extract,
+)
+from .spec import JobSpec, SpecError, check_derived, parse_questions
 
 log = logging.getLogger("decide.jobs")
 
@@ -100,7 +107,8 @@ class RowItems:
         cols = self.plan.columns
         extra = {name: row[name] for name in self.plan.carried}
         if error is not None:
-            return Item(row[cols.doc_id], None, [], error=error, extra=extra)
+            kind = FailureKind.duplicate_doc_id
+            return Item(row[cols.doc_id], None, [], error=error, extra=extra, kind=kind)
         questions = self.global_questions
         if self.plan.has_questions and row[cols.questions] is not None:
             where = (
@@ -115,7 +123,8 @@ class RowItems:
                 error = f"invalid questions: {exc}"
             except SchemaError as exc:
                 error = f"invalid questions: {origin}: {exc}"
-        return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra)
+        return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra,
+                    kind=None if error is None else FailureKind.invalid_questions)  # fmt: skip
 
 
 def _frame(
@@ -125,6 +134,7 @@ def _frame(
     fingerprints: dict[str, str],
 ) -> pl.DataFrame:
     conf_dtype = pl.Struct({qid: pl.Float64 for qid in fields})
+    errors_dtype = pl.Struct({qid: pl.String for qid in fields})
     schema: dict[str, pl.DataType] = {
         "doc_id": plan.doc_id_type,
         "status": pl.String,
@@ -136,6 +146,9 @@ def _frame(
         "truncated": pl.Boolean,
         "model_fingerprint": pl.String,
         "spec_fingerprint": pl.String,
+        "kind": pl.String,
+        "partial": pl.Boolean,
+        "errors": errors_dtype,
         **plan.carried_schema,
     }
     rows = []
@@ -155,6 +168,9 @@ def _frame(
                 "truncated": d.truncated,
                 "model_fingerprint": fingerprints["model"],
                 "spec_fingerprint": fingerprints["spec"],
+                "kind": None if d.kind is None else d.kind.value,
+                "partial": d.partial,
+                "errors": None if d.errors is None else {q: d.errors.get(q) for q in fields},
                 **d.extra,
             }
         )
@@ -340,6 +356,7 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
     """Compile the spec's questions (and its rules against them) up front, and check that they
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
+    check_derived(spec.questions, "spec")
     compiled = []
     for q in spec.questions:
         try:
@@ -347,9 +364,9 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
         except SchemaError as exc:
             raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
     try:
-        if compiled:
+        if asked(compiled):
             try:
-                packer.pack("x", compiled)
+                packer.pack("x", asked(compiled))
             except DocumentTooLong as exc:
                 raise SpecError(
                     f"the spec's {len(compiled)} questions do not fit the model, whatever the "
@@ -357,11 +374,13 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
                 ) from exc
         if spec.rules is not None:
             rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
-            if compiled:
+            refuse_ruled_derived(spec.rules, compiled)
+            todo = asked(compiled)
+            if todo:
                 ruleset = compile_rules(
-                    spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+                    spec.rules, {q.id: q.schema for q in todo}, {q.id: q.slot for q in todo}
                 )
-                refuse_ruled_extract(ruleset, compiled)
+                refuse_ruled_extract(ruleset, todo)
     except SchemaError as exc:
         what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
         raise SpecError(f"{what} refused: {exc}") from exc
@@ -400,6 +419,7 @@ def run_job(
         instruction=spec.instruction,
         long_documents=spec.long_documents,
         rules=spec.rules,
+        partial_rows=spec.partial_rows,
     )
     check_questions(spec, engine.compiler, engine.packer)
     setup = prepare(

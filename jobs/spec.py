@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 QUESTION_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 MAX_QUESTIONS = 256  # per document; more than 8 are split into balanced blocks
@@ -36,6 +43,14 @@ class Question(Strict):
     # Answer only with a span of the document (decide.schemas.span); changes answers, so it is
     # part of the fingerprint when set.
     extract: bool = False
+    # Computed from other answers by this CEL expression (`jobs.derive`), never asked.
+    derive: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _not_both(self) -> Question:
+        if self.extract and self.derive is not None:
+            raise ValueError("a question is either extract or derive, not both")
+        return self
 
     @field_validator("schema_", mode="before")
     @classmethod
@@ -58,6 +73,8 @@ class Question(Strict):
         out: dict[str, Any] = {"id": self.id, "text": self.text, "schema": self.schema_}
         if self.extract:
             out["extract"] = True
+        if self.derive is not None:
+            out["derive"] = self.derive
         return out
 
 
@@ -85,6 +102,9 @@ class JobSpec(Strict):
     input: InputColumns = Field(default_factory=InputColumns)
     output: str | None = None
     long_documents: Literal["error", "truncate"] = "error"
+    # An answer that fails on its own (an extract question with no span, a derived answer with a
+    # missing input) leaves the row ok and partial ("keep"), or fails the row ("error").
+    partial_rows: Literal["keep", "error"] = "keep"
 
     @field_validator("questions")
     @classmethod
@@ -107,6 +127,8 @@ class JobSpec(Strict):
             "input": self.input.model_dump(),
             "long_documents": self.long_documents,
         }
+        if self.partial_rows != "keep":  # specs without it keep the fingerprint they had
+            payload["partial_rows"] = self.partial_rows
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -126,9 +148,24 @@ def parse_spec(data: Any, origin: str = "spec") -> JobSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{origin}: a job spec is a mapping, got {type(data).__name__}")
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{origin}: {_describe(exc)}") from exc
+    check_derived(spec.questions, origin)
+    return spec
+
+
+def check_derived(questions: list[Question], origin: str) -> None:
+    """Refuse derive expressions that cannot run (`jobs.derive.plan_derived`), naming the
+    question, the expression and its pointer."""
+    if not any(q.derive is not None for q in questions):
+        return
+    from .derive import DeriveError, plan_derived
+
+    try:
+        plan_derived([(q.id, q.schema_, q.derive) for q in questions])
+    except DeriveError as exc:
+        raise SpecError(f"{origin}: {exc}") from exc
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -167,4 +204,5 @@ def parse_questions(raw: Any, origin: str) -> list[Question]:
         raise SpecError(f"{origin}: question id(s) {', '.join(dupes)} appear more than once")
     if len(questions) > MAX_QUESTIONS:
         raise SpecError(f"{origin}: {len(questions)} questions, at most {MAX_QUESTIONS}")
+    check_derived(questions, origin)
     return questions
