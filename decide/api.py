@@ -42,8 +42,8 @@ def _questions(questions: Sequence[QuestionLike]) -> list[Question]:
 
 class Decider:
     """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
-    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching and long-document
-    policy."""
+    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching, long-document
+    policy, `partial_rows` and `dates` (`{"order": "day_first"}`, as the spec's `dates:`)."""
 
     def __init__(
         self,
@@ -56,6 +56,7 @@ class Decider:
         instruction: str | None = None,
         rules: dict[str, Any] | None = None,
         partial_rows: str = "keep",
+        dates: Mapping[str, Any] | None = None,
         **decoding: Any,
     ) -> None:
         self.loaded = load_model(
@@ -69,6 +70,7 @@ class Decider:
             long_documents=long_documents,
             rules=rules,
             partial_rows=partial_rows,
+            dates=parse_spec({"dates": dict(dates or {})}, "dates").dates.policy(),
         )
 
     def _compile(self, questions: Sequence[QuestionLike]):

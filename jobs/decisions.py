@@ -30,6 +30,7 @@ from decide.engine.loader import LoadedModel
 from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
+from decide.schemas.dates import DatePolicy, DocumentDates, date_format, date_in_document
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 from decide.schemas.span import (
     DocumentNumbers,
@@ -127,9 +128,11 @@ class DecisionEngine:
         long_documents: str = "error",
         rules: dict[str, Any] | None = None,
         partial_rows: str = "keep",
+        dates: DatePolicy | None = None,
     ) -> None:
         self.loaded = loaded
         self.partial_rows = partial_rows
+        self.dates = dates or DatePolicy()
         self.decoding = decoding or Decoding()
         self.compiler = QuestionCompiler(loaded.config, loaded.tokenizer)
         self.packer = Packer.for_model(
@@ -292,16 +295,20 @@ class DecisionEngine:
             for q in extract
             if kinds[q.id] == "spans"
         ]
-        built: dict[str, DocumentSpans | DocumentNumbers] = {}
+        built: dict[str, DocumentSpans | DocumentNumbers | DocumentDates] = {}
         for k, q in enumerate(questions):
             if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
                 kind = kinds[q.id]
+                if kind == "dates":
+                    kind = f"dates:{date_format(q.schema)}"
                 if kind not in built:
-                    built[kind] = (
-                        DocumentSpans(parts, vocab, None if None in limits else max(limits))
-                        if kind == "spans"
-                        else DocumentNumbers(parts, vocab)
-                    )
+                    if kind == "spans":
+                        limit = None if None in limits else max(limits)
+                        built[kind] = DocumentSpans(parts, vocab, limit)
+                    elif kind == "numbers":
+                        built[kind] = DocumentNumbers(parts, vocab)
+                    else:
+                        built[kind] = DocumentDates(parts, vocab, kind[6:], self.dates)
                 try:
                     out[k] = SpanSlot(q.slot, filler, built[kind])
                 except NoSpan as exc:
@@ -363,7 +370,7 @@ class DecisionEngine:
                         f"internal error decoding {question.id!r} (a bug): {exc}",
                     )
                 value = decoded.value
-                if question.extract and not _copied(value, text):
+                if question.extract and not _copied(value, text, question.schema, self.dates):
                     log.error("an extract answer is not in its document (a bug)")
                     return failed(
                         FailureKind.internal_error,
@@ -415,10 +422,13 @@ class _MissingSpan(NoSpan):
         self.question_id = question_id
 
 
-def _copied(value: Any, text: str) -> bool:
-    """Whether an extract answer is a span or a number of its document (or `null`)."""
+def _copied(value: Any, text: str, schema: Any, dates: DatePolicy) -> bool:
+    """Whether an extract answer is a span, a number or a date of its document (or `null`)."""
     if value is None:
         return True
+    fmt = date_format(schema)
+    if fmt is not None:
+        return date_in_document(value, text, fmt, dates)
     if isinstance(value, str):
         return in_document(value, text)
     return number_in_document(value, text)

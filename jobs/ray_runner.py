@@ -70,6 +70,7 @@ class DeciderActor:
             long_documents=self.spec.long_documents,
             rules=self.spec.rules,
             partial_rows=self.spec.partial_rows,
+            dates=self.spec.dates.policy(),
         )
         self.rows = RowItems(self.spec, plan, self.engine.compiler)
         self.plan = plan

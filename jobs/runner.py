@@ -420,6 +420,7 @@ def run_job(
         long_documents=spec.long_documents,
         rules=spec.rules,
         partial_rows=spec.partial_rows,
+        dates=spec.dates.policy(),
     )
     check_questions(spec, engine.compiler, engine.packer)
     setup = prepare(

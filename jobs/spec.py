@@ -87,6 +87,18 @@ class Decoding(Strict):
     max_tokens_per_step: int | None = Field(None, ge=1)
 
 
+class Dates(Strict):
+    """How extract questions with `format: date` / `date-time` read dates (`schemas.dates`)."""
+
+    order: Literal["refuse", "day_first", "month_first"] = "refuse"
+    timezone: str | None = Field(None, pattern=r"^(?:Z|[+-]\d{2}:\d{2})$")
+
+    def policy(self) -> Any:
+        from decide.schemas.dates import DatePolicy
+
+        return DatePolicy(self.order, self.timezone)
+
+
 class InputColumns(Strict):
     doc_id: str = "doc_id"
     document: str = "document"
@@ -105,6 +117,7 @@ class JobSpec(Strict):
     # An answer that fails on its own (an extract question with no span, a derived answer with a
     # missing input) leaves the row ok and partial ("keep"), or fails the row ("error").
     partial_rows: Literal["keep", "error"] = "keep"
+    dates: Dates = Field(default_factory=Dates)
 
     @field_validator("questions")
     @classmethod
@@ -129,6 +142,8 @@ class JobSpec(Strict):
         }
         if self.partial_rows != "keep":  # specs without it keep the fingerprint they had
             payload["partial_rows"] = self.partial_rows
+        if self.dates != Dates():
+            payload["dates"] = self.dates.model_dump()
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
