@@ -259,7 +259,9 @@ class DecisionEngine:
                     constraints=constraints,
                 )
             except DocumentTooLong as exc:
-                return failed(FailureKind.document_too_long, str(exc))
+                alone = str(exc).startswith("the questions and answers alone need")
+                kind = FailureKind.questions_do_not_fit if alone else FailureKind.document_too_long
+                return failed(kind, str(exc))
             except InvalidText as exc:
                 return failed(FailureKind.invalid_text, str(exc))
             except SchemaError as exc:
