@@ -134,3 +134,27 @@ def test_rules_cannot_name_a_derived_question(model, tmp_path) -> None:
     spec = parse_spec({"questions": [*ASKED, *DERIVED], "rules": rules})
     with pytest.raises(SpecError, match="'over' is a derived question"):
         run_job(spec, [path], tmp_path / "out", model=model, progress=False)
+
+
+def test_cli_validate_and_run_refuse_a_bad_expression_with_exit_2(model, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from decide.cli import main
+
+    good = {"questions": [*ASKED, *DERIVED]}
+    bad = {"questions": [*ASKED, {**DERIVED[0], "derive": "amount > limt"}]}
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    ok = CliRunner().invoke(main, ["validate", str(tmp_path / "good.json"), "--model", str(model)])
+    assert ok.exit_code == 0, ok.output
+    assert "all 4 questions supported" in ok.output  # the derived ones are not slots
+    assert "derived: eligible = active && !over (bool), computed after decoding" in ok.output
+    for command in (["validate", str(tmp_path / "bad.json"), "--model", str(model)],
+                    ["run", str(write_docs(tmp_path / "in.parquet", 2)), "--spec",
+                     str(tmp_path / "bad.json"), "-o", str(tmp_path / "out"), "--model",
+                     str(model)]):  # fmt: skip
+        refused = CliRunner().invoke(main, command)
+        assert refused.exit_code == 2, refused.output
+        assert "/questions/4/derive" in refused.output and "'amount > limt'" in refused.output
+        assert "'limt'" in refused.output and "'over'" in refused.output
+    assert not (tmp_path / "out").exists()
