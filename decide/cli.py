@@ -288,7 +288,10 @@ def validate(spec_path: Path, model: Path | None) -> None:
                 f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
                 + ", ".join(d.inputs)
             )
-    if spec.rules is not None:
+    for i, r in enumerate(spec.cel_rules):
+        click.echo(f"rule /rules/{i}: {r.rule} (CEL, checked after decoding: a row violating it "
+                   f"fails with {r.message!r})")  # fmt: skip
+    if spec.schema_rules is not None:
         from decide.jobs.questions import refuse_ruled_derived, refuse_ruled_extract
         from decide.schemas import SchemaError
         from decide.schemas.rules import compile_rules
@@ -296,9 +299,10 @@ def validate(spec_path: Path, model: Path | None) -> None:
         every = [compiler.compile(q) for q in spec.questions]  # all supported, see above
         compiled = [q for q in every if q.derive is None]
         try:
-            refuse_ruled_derived(spec.rules, every)
+            rules = spec.schema_rules
+            refuse_ruled_derived(rules, every)
             ruleset = compile_rules(
-                spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+                rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
             )
             refuse_ruled_extract(ruleset, compiled)
         except SchemaError as exc:

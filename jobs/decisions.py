@@ -30,7 +30,7 @@ from decide.engine.loader import LoadedModel
 from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
-from decide.schemas.dates import DatePolicy, DocumentDates, date_format, date_in_document
+from decide.schemas.dates import DatePolicy, DocumentDates, date_format
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 from decide.schemas.span import (
     DocumentNumbers,
@@ -38,11 +38,11 @@ from decide.schemas.span import (
     NoSpan,
     SpanSlot,
     extract_kind,
-    in_document,
-    number_in_document,
 )
 
+from .checks import CheckPlan, plan_checks
 from .derive import DerivePlan, plan_derived
+from .extracted import MissingSpan, copied
 from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
 from .questions import (
@@ -126,7 +126,7 @@ class DecisionEngine:
         batch_size: int = 16,
         instruction: str | None = None,
         long_documents: str = "error",
-        rules: dict[str, Any] | None = None,
+        rules: dict[str, Any] | list | None = None,
         partial_rows: str = "keep",
         dates: DatePolicy | None = None,
     ) -> None:
@@ -142,10 +142,18 @@ class DecisionEngine:
             instruction=instruction,
             long_documents=long_documents,
         )
+        self.checks: list[tuple[str, str]] = []  # CEL rules, checked after decoding
+        if isinstance(rules, list):
+            self.checks = [
+                (r["rule"], r["message"]) if isinstance(r, dict) else (r.rule, r.message)
+                for r in rules
+            ]
+            rules = None
         self.rules = rules
         self._validators: dict[tuple, Draft202012Validator] = {}
         self._rulesets: dict[tuple, RuleSet] = {}
         self._plans: dict[tuple, DerivePlan] = {}
+        self._checks: dict[tuple, CheckPlan] = {}
         self.batch_size = batch_size
         self.set_decoding(self.decoding)
 
@@ -188,6 +196,14 @@ class DecisionEngine:
         if key not in self._plans:
             self._plans[key] = plan_derived([(q.id, q.schema, q.derive) for q in questions])
         return self._plans[key]
+
+    def check_plan(self, questions: Sequence[CompiledQuestion]) -> CheckPlan:
+        """The spec's CEL rules checked against this set of questions (cached)."""
+        key = tuple((q.id, json.dumps(q.schema, sort_keys=True), q.derive) for q in questions)
+        if key not in self._checks:
+            triples = [(q.id, q.schema, q.derive) for q in questions]
+            self._checks[key] = plan_checks(self.checks, triples)
+        return self._checks[key]
 
     def validator(self, questions: Sequence[CompiledQuestion]) -> Draft202012Validator:
         key = tuple(json.dumps([q.id, q.schema], sort_keys=True) for q in questions)
@@ -245,6 +261,7 @@ class DecisionEngine:
                 return failed(FailureKind.no_span, "; ".join(missing.values()))
             try:
                 self.plan(item.questions)
+                self.check_plan(item.questions)
                 ruleset = self.ruleset(item.questions)
                 constraints = None
                 if ruleset is not None:
@@ -266,7 +283,7 @@ class DecisionEngine:
                 return failed(FailureKind.invalid_text, str(exc))
             except SchemaError as exc:
                 return failed(FailureKind.schema_refused, f"rules: {exc}")
-            except _MissingSpan as exc:
+            except MissingSpan as exc:
                 if self.partial_rows == "error":
                     return failed(FailureKind.no_span, str(exc))
                 missing[exc.question_id] = str(exc)
@@ -314,7 +331,7 @@ class DecisionEngine:
                 try:
                     out[k] = SpanSlot(q.slot, filler, built[kind])
                 except NoSpan as exc:
-                    raise _MissingSpan(q.id, f"question {q.id!r} (extract): {exc}") from exc
+                    raise MissingSpan(q.id, f"question {q.id!r} (extract): {exc}") from exc
         return out
 
     def _release(self, window: list, packed: dict) -> Iterator:
@@ -372,7 +389,7 @@ class DecisionEngine:
                         f"internal error decoding {question.id!r} (a bug): {exc}",
                     )
                 value = decoded.value
-                if question.extract and not _copied(value, text, question.schema, self.dates):
+                if question.extract and not copied(value, text, question.schema, self.dates):
                     log.error("an extract answer is not in its document (a bug)")
                     return failed(
                         FailureKind.internal_error,
@@ -406,6 +423,11 @@ class DecisionEngine:
             if any(p.absolute_path and p.absolute_path[0] in produced for p in problems):
                 log.error("a produced value fails its schema (a bug): %s", decision.error)
             return decision
+        violated = self.check_plan(item.questions).violated(ordered) if self.checks else None
+        if violated is not None:
+            check, why = violated
+            return failed(FailureKind.rule_violated, f"rule /rules/{check.index} ({check.rule}) "
+                          f"violated: {why}")  # fmt: skip
         decision.status = "ok"
         decision.answers = ordered
         decision.answers_json = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
@@ -414,26 +436,6 @@ class DecisionEngine:
             decision.partial = True
             decision.errors = {q.id: errors.get(q.id) for q in item.questions}
         return decision
-
-
-class _MissingSpan(NoSpan):
-    """An extract question of one document has no admissible span (an answer-level error)."""
-
-    def __init__(self, question_id: str, message: str) -> None:
-        super().__init__(message)
-        self.question_id = question_id
-
-
-def _copied(value: Any, text: str, schema: Any, dates: DatePolicy) -> bool:
-    """Whether an extract answer is a span, a number or a date of its document (or `null`)."""
-    if value is None:
-        return True
-    fmt = date_format(schema)
-    if fmt is not None:
-        return date_in_document(value, text, fmt, dates)
-    if isinstance(value, str):
-        return in_document(value, text)
-    return number_in_document(value, text)
 
 
 def _narrowed(doc: PackedDocument) -> dict[str, int]:

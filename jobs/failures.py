@@ -26,6 +26,7 @@ class FailureKind(str, Enum):
     answer_invalid = "answer_invalid"  # a decision object fails jsonschema validation
     no_span = "no_span"  # an extract question with no admissible span or number
     derive_failed = "derive_failed"  # a derived answer could not be computed
+    rule_violated = "rule_violated"  # the answers violate a CEL rule checked after decoding
     model_error = "model_error"  # decoding failed
     internal_error = "internal_error"  # a bug (logged loudly)
 

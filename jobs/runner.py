@@ -214,9 +214,9 @@ def prepare(
     prior = out.previous_manifest() or {}
     committed, previous = out.committed()
     found = survey(plan)
-    if spec.rules is not None:
+    if spec.schema_rules is not None:
         asked = {q.id for q in spec.questions} | set(found.question_schemas)
-        for qid, pointer in rule_question_ids(spec.rules).items():
+        for qid, pointer in rule_question_ids(spec.schema_rules).items():
             if qid not in asked:
                 raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
                                 "this job")  # fmt: skip
@@ -357,6 +357,7 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
     check_derived(spec.questions, "spec")
+    rules = spec.schema_rules
     compiled = []
     for q in spec.questions:
         try:
@@ -372,17 +373,17 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
                     f"the spec's {len(compiled)} questions do not fit the model, whatever the "
                     f"document: {exc}"
                 ) from exc
-        if spec.rules is not None:
-            rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
-            refuse_ruled_derived(spec.rules, compiled)
+        if rules is not None:
+            rule_question_ids(rules)  # malformed rules, even with per-row questions only
+            refuse_ruled_derived(rules, compiled)
             todo = asked(compiled)
             if todo:
                 ruleset = compile_rules(
-                    spec.rules, {q.id: q.schema for q in todo}, {q.id: q.slot for q in todo}
+                    rules, {q.id: q.schema for q in todo}, {q.id: q.slot for q in todo}
                 )
                 refuse_ruled_extract(ruleset, todo)
     except SchemaError as exc:
-        what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
+        what = "rules" if rules is not None and "rules" in str(exc) else "question schema"
         raise SpecError(f"{what} refused: {exc}") from exc
 
 

@@ -78,6 +78,14 @@ class Question(Strict):
         return out
 
 
+class CelRule(Strict):
+    """A CEL rule checked after decoding (`jobs.checks`): a row violating it fails with
+    `message`."""
+
+    rule: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
 class Decoding(Strict):
     threshold: float = Field(0.9, gt=0.0, le=1.0)
     max_steps: int | None = Field(None, ge=1)
@@ -107,7 +115,8 @@ class InputColumns(Strict):
 
 class JobSpec(Strict):
     questions: list[Question] = Field(default_factory=list, max_length=MAX_QUESTIONS)
-    rules: dict[str, Any] | None = None
+    # A JSON Schema enforced while decoding, or a list of CEL rules checked after it.
+    rules: dict[str, Any] | list[CelRule] | None = None
     instruction: str | None = None
     decoding: Decoding = Field(default_factory=Decoding)
     model: str | None = None
@@ -129,12 +138,24 @@ class JobSpec(Strict):
             seen.add(q.id)
         return questions
 
+    @property
+    def schema_rules(self) -> dict[str, Any] | None:
+        """The JSON Schema rules (enforced while decoding), if the spec's rules are those."""
+        return self.rules if isinstance(self.rules, dict) else None
+
+    @property
+    def cel_rules(self) -> list[CelRule]:
+        """The CEL rules (checked after decoding), if the spec's rules are those."""
+        return list(self.rules) if isinstance(self.rules, list) else []
+
     def fingerprint(self) -> str:
         """Identity of everything that changes answers (not model, paths or batch size)."""
         payload = {
             "format": SPEC_FORMAT,
             "questions": [q.as_dict() for q in self.questions],
-            "rules": self.rules,
+            "rules": self.schema_rules
+            if self.cel_rules == []
+            else [r.model_dump() for r in self.cel_rules],
             "instruction": self.instruction,
             "decoding": self.decoding.model_dump(),
             "input": self.input.model_dump(),
@@ -167,6 +188,17 @@ def parse_spec(data: Any, origin: str = "spec") -> JobSpec:
     except ValidationError as exc:
         raise SpecError(f"{origin}: {_describe(exc)}") from exc
     check_derived(spec.questions, origin)
+    if spec.cel_rules and spec.questions:
+        from .checks import plan_checks
+        from .derive import DeriveError
+
+        try:
+            plan_checks(
+                [(r.rule, r.message) for r in spec.cel_rules],
+                [(q.id, q.schema_, q.derive) for q in spec.questions],
+            )
+        except DeriveError as exc:
+            raise SpecError(f"{origin}: rules: {exc}") from exc
     return spec
 
 
