@@ -6,9 +6,11 @@
     ...                            "schema": {"type": "boolean"}}])
     >>> d.answers["eligible"], d.confidence["eligible"]
 
-`decide_many` decides many documents against the same questions, batched, and returns the
-decisions in input order. Every answer is valid against its schema; a document that cannot be
-decided comes back with `status == "error"` and a reason instead of raising.
+`decide` raises `DecisionError` (with a `FailureKind` in `.kind`) when its one document cannot
+be decided. `decide_many` decides many documents against the same questions, batched, and returns
+the decisions in input order: a document that cannot be decided comes back with
+`status == "error"`, a `kind` and a reason instead of raising. Every answer is valid against its
+schema; a question with `derive:` is computed from the other answers, never asked.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from decide.engine import load_model
 from decide.jobs.decisions import Decision, DecisionEngine, Item
+from decide.jobs.failures import DecisionError, FailureKind, api_message
 from decide.jobs.runner import JobResult, resolve_device, run_job
 from decide.jobs.spec import Decoding, JobSpec, Question, SpecError, load_spec, parse_spec
 from decide.schemas import SchemaError
@@ -39,8 +42,8 @@ def _questions(questions: Sequence[QuestionLike]) -> list[Question]:
 
 class Decider:
     """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
-    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching and long-document
-    policy."""
+    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching, long-document
+    policy, `partial_rows` and `dates` (`{"order": "day_first"}`, as the spec's `dates:`)."""
 
     def __init__(
         self,
@@ -52,6 +55,8 @@ class Decider:
         long_documents: str = "error",
         instruction: str | None = None,
         rules: dict[str, Any] | None = None,
+        partial_rows: str = "keep",
+        dates: Mapping[str, Any] | None = None,
         **decoding: Any,
     ) -> None:
         self.loaded = load_model(
@@ -64,6 +69,8 @@ class Decider:
             instruction=instruction,
             long_documents=long_documents,
             rules=rules,
+            partial_rows=partial_rows,
+            dates=parse_spec({"dates": dict(dates or {})}, "dates").dates.policy(),
         )
 
     def _compile(self, questions: Sequence[QuestionLike]):
@@ -76,8 +83,15 @@ class Decider:
         return compiled
 
     def decide(self, document: str, questions: Sequence[QuestionLike]) -> Decision:
-        """Decide one document."""
-        return self.decide_many([document], questions)[0]
+        """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when
+        it cannot be decided. A partial decision (`partial`, see `errors`) is returned."""
+        decision = self.decide_many([document], questions)[0]
+        if not decision.ok:
+            kind = decision.kind or FailureKind.internal_error
+            message = api_message(decision.error or "the document could not be decided")
+            decision.error = message
+            raise DecisionError(kind, message, decision)
+        return decision
 
     def decide_many(
         self,
@@ -96,7 +110,21 @@ class Decider:
             d.doc_id: d
             for d in self.engine.decide(Item(key, text, compiled) for key, text in pairs)
         }
-        return [by_id[key] for key, _ in pairs]
+        decisions = [by_id[key] for key, _ in pairs]
+        for d in decisions:
+            if d.error is not None:
+                d.error = api_message(d.error)
+        return decisions
 
 
-__all__ = ["Decider", "Decision", "JobResult", "JobSpec", "Question", "load_spec", "run_job"]
+__all__ = [
+    "Decider",
+    "Decision",
+    "DecisionError",
+    "FailureKind",
+    "JobResult",
+    "JobSpec",
+    "Question",
+    "load_spec",
+    "run_job",
+]

@@ -294,10 +294,11 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         return
     if not spec.questions:
         _fail(f"{spec_path}: the spec has no questions (per-row questions are checked by `run`)")
+    asked = [q for q in spec.questions if q.derive is None]
     reports = check_questions(
-        [(q.id, q.schema_) for q in spec.questions],
+        [(q.id, q.schema_) for q in asked],
         compiler.vocabulary,
-        extract=[q.id for q in spec.questions if q.extract],
+        extract=[q.id for q in asked if q.extract],
         strict=strict,
     )
     click.echo(f"model: {path} ({config.model_type}, {compiler.vocabulary.size} tokens)")
@@ -306,15 +307,30 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     if refused:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo(f"all {len(reports)} questions supported")
-    if spec.rules is not None:
-        from decide.jobs.questions import refuse_ruled_extract
+    if len(asked) < len(spec.questions):
+        from decide.jobs.derive import plan_derived
+
+        plan = plan_derived([(q.id, q.schema_, q.derive) for q in spec.questions])  # checked
+        for d in plan.order:
+            click.echo(
+                f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
+                + ", ".join(d.inputs)
+            )
+    for i, r in enumerate(spec.cel_rules):
+        click.echo(f"rule /rules/{i}: {r.rule} (CEL, checked after decoding: a row violating it "
+                   f"fails with {r.message!r})")  # fmt: skip
+    if spec.schema_rules is not None:
+        from decide.jobs.questions import refuse_ruled_derived, refuse_ruled_extract
         from decide.schemas import SchemaError
         from decide.schemas.rules import compile_rules
 
-        compiled = [compiler.compile(q) for q in spec.questions]  # all supported, see above
+        every = [compiler.compile(q) for q in spec.questions]  # all supported, see above
+        compiled = [q for q in every if q.derive is None]
         try:
+            rules = spec.schema_rules
+            refuse_ruled_derived(rules, every)
             ruleset = compile_rules(
-                spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+                rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
             )
             refuse_ruled_extract(ruleset, compiled)
         except SchemaError as exc:

@@ -3,7 +3,9 @@
     decide run examples/claims.parquet --spec examples/claims.yaml -o out/claims
     python examples/check_claims.py out/claims
 
-Strings are compared case-insensitively: the bundled model's vocabulary is uncased.
+Strings are compared case-insensitively: the bundled model's vocabulary is uncased. Also
+counts the claims whose `over_limit` or `eligible` disagree with the claim's own extracted amounts
+and policy status (derived in the spec, so it must be 0).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ def score(out: Path) -> dict:
         for r in pl.read_parquet(here / "claims_gold.parquet").iter_rows(named=True)
     }
     answers = pl.read_parquet(out / "answers" / "*.parquet")
-    right = total = full = 0
+    right = total = full = inconsistent = 0
     per_question: dict[str, list[int]] = {}
     for row in answers.iter_rows(named=True):
         truth = gold[row["doc_id"]]
         got = json.loads(row["answers_json"]) if row["answers_json"] else {}
+        inconsistent += not consistent(got)
         all_right = True
         for qid, value in truth.items():
             ok = qid in got and same(got[qid], value)
@@ -40,7 +43,17 @@ def score(out: Path) -> dict:
             per_question[qid][1] += 1
         full += all_right
     return {"right": right, "total": total, "full": full, "documents": answers.height,
-            "per_question": per_question}  # fmt: skip
+            "per_question": per_question, "inconsistent": inconsistent}  # fmt: skip
+
+
+def consistent(got: dict) -> bool:
+    """Whether the decisions agree with the facts they are derived from (the truth's own
+    definitions: over the limit when amount > limit; eligible when active and not over)."""
+    try:
+        over = got["amount"] > got["policy_limit"]
+        return got["over_limit"] == over and got["eligible"] == (got["policy_active"] and not over)
+    except (KeyError, TypeError):
+        return False
 
 
 def main(out: Path) -> None:
@@ -50,6 +63,10 @@ def main(out: Path) -> None:
     print(
         f"answers right: {result['right']}/{result['total']}; claims with every answer right: "
         f"{result['full']}/{result['documents']}"
+    )
+    print(
+        f"claims whose over_limit/eligible disagree with their own amounts and policy status: "
+        f"{result['inconsistent']}"
     )
 
 

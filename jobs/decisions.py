@@ -4,8 +4,12 @@
 document (`pack.Packer`), streams the requests through the engine's continuously batched sampler in
 length-sorted windows (so documents of similar length share a forward), turns committed slot tokens
 back into JSON values (`decide.schemas`), and validates every decision object again with
-`jsonschema` against the questions' schemas plus the spec's rules. A document that cannot be packed
-or decided becomes an error decision; it never stops the others.
+`jsonschema` against the questions' schemas plus the spec's rules. Derived questions (`derive:`)
+are not packed: they are computed from the decoded answers (`jobs.derive`). A document that cannot
+be packed or decided becomes an error decision with a `FailureKind`; it never stops the others.
+An answer that fails on its own (an extract question with no span, a derived answer with a
+missing input) leaves the row ok and `partial`, with the reason in `errors`, unless
+`partial_rows="error"`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from decide.engine.loader import LoadedModel
 from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
+from decide.schemas.dates import DatePolicy, DocumentDates, date_format
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 from decide.schemas.span import (
     DocumentNumbers,
@@ -33,12 +38,20 @@ from decide.schemas.span import (
     NoSpan,
     SpanSlot,
     extract_kind,
-    in_document,
-    number_in_document,
 )
 
+from .checks import CheckPlan, plan_checks
+from .derive import DerivePlan, plan_derived
+from .extracted import MissingSpan, copied
+from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer
-from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
+from .questions import (
+    CompiledQuestion,
+    QuestionCompiler,
+    asked,
+    refuse_ruled_derived,
+    refuse_ruled_extract,
+)
 from .spec import Decoding
 
 log = logging.getLogger("decide.jobs")
@@ -60,6 +73,9 @@ class Decision:
     truncated: bool = False
     narrowed: dict[str, int] = field(default_factory=dict)  # rule pointer -> slots narrowed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # caller's carried data
+    kind: FailureKind | None = None  # why it failed (None when ok)
+    partial: bool = False  # ok, but some answers failed on their own (see `errors`)
+    errors: dict[str, str | None] | None = None  # per question: None or why it has no answer
 
     @property
     def ok(self) -> bool:
@@ -75,6 +91,7 @@ class Item:
     questions: Sequence[CompiledQuestion]
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    kind: FailureKind | None = None  # of `error` (invalid_questions when not given)
 
 
 FAILURE_REASONS = (
@@ -119,9 +136,13 @@ class DecisionEngine:
         batch_size: int = 16,
         instruction: str | None = None,
         long_documents: str = "error",
-        rules: dict[str, Any] | None = None,
+        rules: dict[str, Any] | list | None = None,
+        partial_rows: str = "keep",
+        dates: DatePolicy | None = None,
     ) -> None:
         self.loaded = loaded
+        self.partial_rows = partial_rows
+        self.dates = dates or DatePolicy()
         self.decoding = decoding or Decoding()
         self.compiler = QuestionCompiler(loaded.config, loaded.tokenizer)
         self.packer = Packer.for_model(
@@ -131,9 +152,18 @@ class DecisionEngine:
             instruction=instruction,
             long_documents=long_documents,
         )
+        self.checks: list[tuple[str, str]] = []  # CEL rules, checked after decoding
+        if isinstance(rules, list):
+            self.checks = [
+                (r["rule"], r["message"]) if isinstance(r, dict) else (r.rule, r.message)
+                for r in rules
+            ]
+            rules = None
         self.rules = rules
         self._validators: dict[tuple, Draft202012Validator] = {}
         self._rulesets: dict[tuple, RuleSet] = {}
+        self._plans: dict[tuple, DerivePlan] = {}
+        self._checks: dict[tuple, CheckPlan] = {}
         self.batch_size = batch_size
         self.set_decoding(self.decoding)
 
@@ -161,12 +191,29 @@ class DecisionEngine:
             return None
         key = tuple((q.id, json.dumps(q.schema, sort_keys=True), q.extract) for q in questions)
         if key not in self._rulesets:
+            refuse_ruled_derived(self.rules, questions)
+            questions = asked(questions)
             ruleset = compile_rules(
                 self.rules, {q.id: q.schema for q in questions}, {q.id: q.slot for q in questions}
             )
             refuse_ruled_extract(ruleset, list(questions))
             self._rulesets[key] = ruleset
         return self._rulesets[key]
+
+    def plan(self, questions: Sequence[CompiledQuestion]) -> DerivePlan:
+        """The derived questions among `questions`, checked and ordered (cached)."""
+        key = tuple((q.id, json.dumps(q.schema, sort_keys=True), q.derive) for q in questions)
+        if key not in self._plans:
+            self._plans[key] = plan_derived([(q.id, q.schema, q.derive) for q in questions])
+        return self._plans[key]
+
+    def check_plan(self, questions: Sequence[CompiledQuestion]) -> CheckPlan:
+        """The spec's CEL rules checked against this set of questions (cached)."""
+        key = tuple((q.id, json.dumps(q.schema, sort_keys=True), q.derive) for q in questions)
+        if key not in self._checks:
+            triples = [(q.id, q.schema, q.derive) for q in questions]
+            self._checks[key] = plan_checks(self.checks, triples)
+        return self._checks[key]
 
     def validator(self, questions: Sequence[CompiledQuestion]) -> Draft202012Validator:
         key = tuple(json.dumps([q.id, q.schema], sort_keys=True) for q in questions)
@@ -185,10 +232,10 @@ class DecisionEngine:
     def decide(self, items: Iterable[Item]) -> Iterator[Decision]:
         """Decisions for `items`, in completion order (match them by `doc_id`)."""
         side: deque[Decision] = deque()
-        packed: dict[int, tuple[Item, PackedDocument]] = {}
+        packed: dict[int, tuple[Item, PackedDocument, dict[str, str]]] = {}
 
         def requests():
-            window: list[tuple[Item, PackedDocument]] = []
+            window: list[tuple[Item, PackedDocument, dict[str, str]]] = []
             for item in items:
                 failed = self._pack(item, window)
                 if failed is not None:
@@ -201,51 +248,72 @@ class DecisionEngine:
         for result in self.sampler.decode(requests()):
             while side:
                 yield side.popleft()
-            item, doc = packed.pop(result.request.key)
-            yield self._finish(item, doc, result)
+            item, doc, missing = packed.pop(result.request.key)
+            yield self._finish(item, doc, result, missing)
         while side:
             yield side.popleft()
 
     def _pack(self, item: Item, window: list) -> Decision | None:
+        def failed(kind: FailureKind, message: str) -> Decision:
+            return Decision(item.doc_id, "error", error=message, extra=item.extra, kind=kind)
+
         if item.error is not None:
-            return Decision(item.doc_id, "error", error=item.error, extra=item.extra)
+            return failed(item.kind or FailureKind.invalid_questions, item.error)
         if item.document is None or not item.document.strip():
             what = "null" if item.document is None else "empty"
-            return Decision(item.doc_id, "error", error=f"document is {what}", extra=item.extra)
+            return failed(FailureKind.empty_document, f"document is {what}")
         if not item.questions:
-            return Decision(
-                item.doc_id, "error", error="no questions for this document", extra=item.extra
-            )
-        try:
-            ruleset = self.ruleset(item.questions)
-            constraints = None
-            if ruleset is not None:
-                pairs = [(q.id, q.slot) for q in item.questions]
-                constraints = ruleset.bind(pairs, self.packer.filler_id)
-            if any(q.extract for q in item.questions):
-                constraints = partial(self._spans, item, constraints)
-            doc = self.packer.pack(
-                item.document,
-                item.questions,
-                seed=document_seed(self.decoding.seed, item.doc_id),
-                constraints=constraints,
-            )
-        except (DocumentTooLong, InvalidText) as exc:
-            return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
-        except SchemaError as exc:
-            return Decision(item.doc_id, "error", error=f"rules: {exc}", extra=item.extra)
-        except NoSpan as exc:
-            return Decision(item.doc_id, "error", error=str(exc), extra=item.extra)
-        window.append((item, doc))
-        return None
+            return failed(FailureKind.no_questions, "no questions for this document")
+        missing: dict[str, str] = {}  # extract questions without a span: answer-level errors
+        while True:
+            todo = [q for q in asked(item.questions) if q.id not in missing]
+            if not todo:
+                return failed(FailureKind.no_span, "; ".join(missing.values()))
+            try:
+                self.plan(item.questions)
+                self.check_plan(item.questions)
+                ruleset = self.ruleset(item.questions)
+                constraints = None
+                if ruleset is not None:
+                    pairs = [(q.id, q.slot) for q in todo]
+                    constraints = ruleset.bind(pairs, self.packer.filler_id)
+                if any(q.extract for q in todo):
+                    constraints = partial(self._spans, todo, constraints)
+                doc = self.packer.pack(
+                    item.document,
+                    todo,
+                    seed=document_seed(self.decoding.seed, item.doc_id),
+                    constraints=constraints,
+                )
+            except DocumentTooLong as exc:
+                alone = str(exc).startswith("the questions and answers alone need")
+                kind = FailureKind.questions_do_not_fit if alone else FailureKind.document_too_long
+                return failed(kind, str(exc))
+            except InvalidText as exc:
+                return failed(FailureKind.invalid_text, str(exc))
+            except SchemaError as exc:
+                return failed(FailureKind.schema_refused, f"rules: {exc}")
+            except MissingSpan as exc:
+                if self.partial_rows == "error":
+                    return failed(FailureKind.no_span, str(exc))
+                missing[exc.question_id] = str(exc)
+                continue
+            except NoSpan as exc:
+                return failed(FailureKind.no_span, str(exc))
+            except ValueError as exc:  # DeriveError: a per-row question set that cannot derive
+                return failed(FailureKind.invalid_questions, f"invalid questions: {exc}")
+            window.append((item, doc, missing))
+            return None
 
-    def _spans(self, item: Item, constraints: list | None, parts: tuple[str, ...]) -> list:
+    def _spans(
+        self, questions: list[CompiledQuestion], constraints: list | None, parts: tuple[str, ...]
+    ) -> list:
         """The document's constraints with a `SpanSlot` for every extract question, over the
         spans (or numbers) of the parts of the document its prompt keeps (all of it unless
         truncated)."""
         filler = self.packer.filler_id
-        out = constraints or [q.slot.new_constraint(filler) for q in item.questions]
-        extract = [q for q in item.questions if q.extract]
+        out = constraints or [q.slot.new_constraint(filler) for q in questions]
+        extract = [q for q in questions if q.extract]
         kinds = {q.id: extract_kind(q.schema) for q in extract}
         vocab = extract[0].slot.vocab
         # One tokenization of the document's spans for all its span questions, cut at the
@@ -256,31 +324,41 @@ class DecisionEngine:
             for q in extract
             if kinds[q.id] == "spans"
         ]
-        built: dict[str, DocumentSpans | DocumentNumbers] = {}
-        for k, q in enumerate(item.questions):
+        built: dict[str, DocumentSpans | DocumentNumbers | DocumentDates] = {}
+        for k, q in enumerate(questions):
             if q.extract:  # never ruled: `ruleset()` refuses rules over extract questions
                 kind = kinds[q.id]
+                if kind == "dates":
+                    kind = f"dates:{date_format(q.schema)}"
                 if kind not in built:
-                    built[kind] = (
-                        DocumentSpans(parts, vocab, None if None in limits else max(limits))
-                        if kind == "spans"
-                        else DocumentNumbers(parts, vocab)
-                    )
+                    if kind == "spans":
+                        limit = None if None in limits else max(limits)
+                        built[kind] = DocumentSpans(parts, vocab, limit)
+                    elif kind == "numbers":
+                        built[kind] = DocumentNumbers(parts, vocab)
+                    else:
+                        built[kind] = DocumentDates(parts, vocab, kind[6:], self.dates)
                 try:
                     out[k] = SpanSlot(q.slot, filler, built[kind])
                 except NoSpan as exc:
-                    raise NoSpan(f"question {q.id!r} (extract): {exc}") from exc
+                    raise MissingSpan(q.id, f"question {q.id!r} (extract): {exc}") from exc
         return out
 
     def _release(self, window: list, packed: dict) -> Iterator:
-        window.sort(key=lambda pair: pair[1].request.length)
-        for item, doc in window:
+        window.sort(key=lambda entry: entry[1].request.length)
+        for item, doc, missing in window:
             key = id(doc)
-            packed[key] = (item, doc)
+            packed[key] = (item, doc, missing)
             r = doc.request
             yield type(r)(prompt=r.prompt, blocks=r.blocks, key=key, seed=r.seed)
 
-    def _finish(self, item: Item, doc: PackedDocument, result: DecodeResult) -> Decision:
+    def _finish(
+        self,
+        item: Item,
+        doc: PackedDocument,
+        result: DecodeResult,
+        missing: dict[str, str] | None = None,
+    ) -> Decision:
         decision = Decision(
             item.doc_id,
             "error",
@@ -290,10 +368,21 @@ class DecisionEngine:
             narrowed=_narrowed(doc),
             extra=item.extra,
         )
+
+        def failed(kind: FailureKind, message: str) -> Decision:
+            decision.kind, decision.error = kind, message
+            return decision
+
         if result.error is not None:
             slot_names = [q.id for group in doc.groups for q in group]
-            decision.error = f"decoding failed: {result.error} (questions {', '.join(slot_names)})"
-            return decision
+            kind = (
+                FailureKind.rules_unsatisfiable
+                if "satisfies the rules" in result.error
+                else FailureKind.model_error
+            )
+            return failed(
+                kind, f"decoding failed: {result.error} (questions {', '.join(slot_names)})"
+            )
         answers: dict[str, Any] = {}
         confidence: dict[str, float] = {}
         text = item.document or ""
@@ -305,40 +394,58 @@ class DecisionEngine:
                     # A bug, never an input problem: loud in the log, one error row, the job
                     # goes on.
                     log.exception("committed tokens do not decode (a bug): %s", exc)
-                    decision.error = f"internal error decoding {question.id!r} (a bug): {exc}"
-                    return decision
-                value = decoded.value
-                if question.extract and not _copied(value, text):
-                    log.error("an extract answer is not in its document (a bug)")
-                    decision.error = (
-                        f"internal error: extract answer {value!r} of {question.id!r} is not in "
-                        "the document (a bug)"
+                    return failed(
+                        FailureKind.internal_error,
+                        f"internal error decoding {question.id!r} (a bug): {exc}",
                     )
-                    return decision
+                value = decoded.value
+                if question.extract and not copied(value, text, question.schema, self.dates):
+                    log.error("an extract answer is not in its document (a bug)")
+                    return failed(
+                        FailureKind.internal_error,
+                        f"internal error: extract answer {value!r} of {question.id!r} is not "
+                        "in the document (a bug)",
+                    )
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence
-        ordered = {q.id: answers[q.id] for q in item.questions}
-        problems = sorted(self.validator(item.questions).iter_errors(ordered), key=str)
+        plan = self.plan(item.questions)
+        if plan.order:
+            values, conf, derive_errors = plan.evaluate(answers, confidence)
+            answers.update(values)
+            confidence.update(conf)
+        else:
+            derive_errors = {}
+        errors = {**(missing or {}), **derive_errors}
+        if errors and self.partial_rows == "error":
+            first = next(q.id for q in item.questions if q.id in errors)
+            kind = FailureKind.derive_failed if first in derive_errors else FailureKind.no_span
+            return failed(kind, f"question {first!r}: {errors[first]}")
+        present = [q for q in item.questions if q.id in answers]
+        ordered = {q.id: answers[q.id] for q in present}
+        problems = sorted(self.validator(present).iter_errors(ordered), key=str)
         if problems:
             where = "/" + "/".join(str(p) for p in problems[0].absolute_path)
-            decision.error = f"answer fails validation at {where}: {problems[0].message}"
-            if any(p.absolute_path and p.absolute_path[0] in answers for p in problems):
+            failed(
+                FailureKind.answer_invalid,
+                f"answer fails validation at {where}: {problems[0].message}",
+            )
+            produced = {q.id for q in present if q.derive is None}
+            if any(p.absolute_path and p.absolute_path[0] in produced for p in problems):
                 log.error("a produced value fails its schema (a bug): %s", decision.error)
             return decision
+        violated = self.check_plan(item.questions).violated(ordered) if self.checks else None
+        if violated is not None:
+            check, why = violated
+            return failed(FailureKind.rule_violated, f"rule /rules/{check.index} ({check.rule}) "
+                          f"violated: {why}")  # fmt: skip
         decision.status = "ok"
         decision.answers = ordered
         decision.answers_json = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
-        decision.confidence = {q.id: confidence[q.id] for q in item.questions}
+        decision.confidence = {q.id: confidence[q.id] for q in present}
+        if errors:
+            decision.partial = True
+            decision.errors = {q.id: errors.get(q.id) for q in item.questions}
         return decision
-
-
-def _copied(value: Any, text: str) -> bool:
-    """Whether an extract answer is a span or a number of its document (or `null`)."""
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return in_document(value, text)
-    return number_in_document(value, text)
 
 
 def _narrowed(doc: PackedDocument) -> dict[str, int]:

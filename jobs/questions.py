@@ -8,6 +8,7 @@ keyword.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +26,9 @@ class CompiledQuestion:
     id: str
     text: str
     schema: Any
-    slot: CompiledSlot
+    slot: CompiledSlot | None  # None for a derived question: it is computed, never decoded
     extract: bool = False  # answer with a span of the document (`SpanSlot`)
+    derive: str | None = None  # CEL over other answers (`jobs.derive`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
@@ -66,12 +68,37 @@ class QuestionCompiler:
 
     def compile(self, question: Question) -> CompiledQuestion:
         """Raises `SchemaError` (with pointer and keyword) for a refused schema."""
+        if question.derive is not None:
+            return CompiledQuestion(
+                question.id, question.text, question.schema_, None, derive=question.derive
+            )
         if question.extract:
             check_extract_schema(question.schema_)
         slot = compile_slot(question.schema_, self.vocabulary)
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract
         )
+
+
+def asked(questions: Sequence[CompiledQuestion]) -> list[CompiledQuestion]:
+    """The questions put to the model (all but the derived ones), in order."""
+    return [q for q in questions if q.derive is None]
+
+
+def refuse_ruled_derived(rules: Any, questions: Sequence[CompiledQuestion]) -> None:
+    """Rules are enforced while decoding; a derived answer is never decoded, so a rule over one
+    is refused (its pointer into the rules)."""
+    from decide.schemas.rules import rule_question_ids
+
+    derived = {q.id for q in questions if q.derive is not None}
+    for qid, pointer in rule_question_ids(rules).items():
+        if qid in derived:
+            raise SchemaError(
+                pointer,
+                "rules",
+                f"{qid!r} is a derived question (computed after decoding, so rules cannot "
+                "constrain it while decoding)",
+            )
 
 
 def refuse_ruled_extract(ruleset: RuleSet, questions: list[CompiledQuestion]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from decide.engine.loader import load_config
 
 from .decisions import Decision, DecisionEngine
+from .failures import FailureKind
 from .inputs import InputPlan, inspect_inputs, stream
 from .output import OutputDir
 from .pack import Packer
@@ -35,7 +36,8 @@ from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, wri
 from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
-               "answer_tokens", "truncated", "narrowed_json")  # fmt: skip
+               "answer_tokens", "truncated", "narrowed_json", "kind", "partial",
+               "errors_json")  # fmt: skip
 
 
 def _ray():
@@ -67,6 +69,8 @@ class DeciderActor:
             instruction=self.spec.instruction,
             long_documents=self.spec.long_documents,
             rules=self.spec.rules,
+            partial_rows=self.spec.partial_rows,
+            dates=self.spec.dates.policy(),
         )
         self.rows = RowItems(self.spec, plan, self.engine.compiler)
         self.plan = plan
@@ -92,6 +96,9 @@ class DeciderActor:
             out["answer_tokens"].append(d.answer_tokens)
             out["truncated"].append(d.truncated)
             out["narrowed_json"].append(json.dumps(d.narrowed))
+            out["kind"].append(None if d.kind is None else d.kind.value)
+            out["partial"].append(d.partial)
+            out["errors_json"].append(None if d.errors is None else json.dumps(d.errors))
             for name in self.plan.carried:
                 out[name].append(d.extra.get(name))
         return out
@@ -110,6 +117,9 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         truncated=bool(row["truncated"]),
         narrowed=json.loads(row["narrowed_json"]),
         extra={name: row[name] for name in carried},
+        kind=None if row["kind"] is None else FailureKind(row["kind"]),
+        partial=bool(row["partial"]),
+        errors=None if row["errors_json"] is None else json.loads(row["errors_json"]),
     )
 
 
@@ -131,7 +141,7 @@ def _decisions(
     chunks = stream(plan, chunk_rows=10_000)
     for row, error in rows.rows(chunks, setup.committed, setup.found.duplicates):
         if error is not None:
-            yield Decision(row[id_col], "error", error=error,
+            yield Decision(row[id_col], "error", error=error, kind=FailureKind.duplicate_doc_id,
                            extra={n: row[n] for n in plan.carried})  # fmt: skip
     skip = set(setup.committed) | set(setup.found.duplicates)
     skip_ref = ray.put(skip)

@@ -30,12 +30,19 @@ from decide.schemas.rules import compile_rules, rule_question_ids
 from .calibrate import ConfidencePlan
 from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item, failure_reason
+from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
-from .questions import CompiledQuestion, QuestionCompiler, refuse_ruled_extract
-from .spec import JobSpec, SpecError, parse_questions
+from .questions import (
+    CompiledQuestion,
+    QuestionCompiler,
+    asked,
+    refuse_ruled_derived,
+    refuse_ruled_extract,
+)
+from .spec import JobSpec, SpecError, check_derived, parse_questions
 
 log = logging.getLogger("decide.jobs")
 
@@ -101,7 +108,8 @@ class RowItems:
         cols = self.plan.columns
         extra = {name: row[name] for name in self.plan.carried}
         if error is not None:
-            return Item(row[cols.doc_id], None, [], error=error, extra=extra)
+            kind = FailureKind.duplicate_doc_id
+            return Item(row[cols.doc_id], None, [], error=error, extra=extra, kind=kind)
         questions = self.global_questions
         if self.plan.has_questions and row[cols.questions] is not None:
             where = (
@@ -116,7 +124,8 @@ class RowItems:
                 error = f"invalid questions: {exc}"
             except SchemaError as exc:
                 error = f"invalid questions: {origin}: {exc}"
-        return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra)
+        return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra,
+                    kind=None if error is None else FailureKind.invalid_questions)  # fmt: skip
 
 
 def _frame(
@@ -126,6 +135,7 @@ def _frame(
     fingerprints: dict[str, str],
 ) -> pl.DataFrame:
     conf_dtype = pl.Struct({qid: pl.Float64 for qid in fields})
+    errors_dtype = pl.Struct({qid: pl.String for qid in fields})
     schema: dict[str, pl.DataType] = {
         "doc_id": plan.doc_id_type,
         "status": pl.String,
@@ -137,6 +147,9 @@ def _frame(
         "truncated": pl.Boolean,
         "model_fingerprint": pl.String,
         "spec_fingerprint": pl.String,
+        "kind": pl.String,
+        "partial": pl.Boolean,
+        "errors": errors_dtype,
         **plan.carried_schema,
     }
     rows = []
@@ -156,6 +169,9 @@ def _frame(
                 "truncated": d.truncated,
                 "model_fingerprint": fingerprints["model"],
                 "spec_fingerprint": fingerprints["spec"],
+                "kind": None if d.kind is None else d.kind.value,
+                "partial": d.partial,
+                "errors": None if d.errors is None else {q: d.errors.get(q) for q in fields},
                 **d.extra,
             }
         )
@@ -201,9 +217,9 @@ def prepare(
     prior = out.previous_manifest() or {}
     committed, previous = out.committed()
     found = survey(plan)
-    if spec.rules is not None:
+    if spec.schema_rules is not None:
         asked = {q.id for q in spec.questions} | set(found.question_schemas)
-        for qid, pointer in rule_question_ids(spec.rules).items():
+        for qid, pointer in rule_question_ids(spec.schema_rules).items():
             if qid not in asked:
                 raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
                                 "this job")  # fmt: skip
@@ -358,6 +374,8 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
     """Compile the spec's questions (and its rules against them) up front, and check that they
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
+    check_derived(spec.questions, "spec")
+    rules = spec.schema_rules
     compiled = []
     for q in spec.questions:
         try:
@@ -365,23 +383,25 @@ def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -
         except SchemaError as exc:
             raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
     try:
-        if compiled:
+        if asked(compiled):
             try:
-                packer.pack("x", compiled)
+                packer.pack("x", asked(compiled))
             except DocumentTooLong as exc:
                 raise SpecError(
                     f"the spec's {len(compiled)} questions do not fit the model, whatever the "
                     f"document: {exc}"
                 ) from exc
-        if spec.rules is not None:
-            rule_question_ids(spec.rules)  # malformed rules, even with per-row questions only
-            if compiled:
+        if rules is not None:
+            rule_question_ids(rules)  # malformed rules, even with per-row questions only
+            refuse_ruled_derived(rules, compiled)
+            todo = asked(compiled)
+            if todo:
                 ruleset = compile_rules(
-                    spec.rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
+                    rules, {q.id: q.schema for q in todo}, {q.id: q.slot for q in todo}
                 )
-                refuse_ruled_extract(ruleset, compiled)
+                refuse_ruled_extract(ruleset, todo)
     except SchemaError as exc:
-        what = "rules" if spec.rules is not None and "rules" in str(exc) else "question schema"
+        what = "rules" if rules is not None and "rules" in str(exc) else "question schema"
         raise SpecError(f"{what} refused: {exc}") from exc
 
 
@@ -419,6 +439,8 @@ def run_job(
         instruction=spec.instruction,
         long_documents=spec.long_documents,
         rules=spec.rules,
+        partial_rows=spec.partial_rows,
+        dates=spec.dates.policy(),
     )
     check_questions(spec, engine.compiler, engine.packer)
     setup = prepare(

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 QUESTION_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 MAX_QUESTIONS = 256  # per document; more than 8 are split into balanced blocks
@@ -36,6 +43,14 @@ class Question(Strict):
     # Answer only with a span of the document (decide.schemas.span); changes answers, so it is
     # part of the fingerprint when set.
     extract: bool = False
+    # Computed from other answers by this CEL expression (`jobs.derive`), never asked.
+    derive: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _not_both(self) -> Question:
+        if self.extract and self.derive is not None:
+            raise ValueError("a question is either extract or derive, not both")
+        return self
 
     @field_validator("schema_", mode="before")
     @classmethod
@@ -58,7 +73,17 @@ class Question(Strict):
         out: dict[str, Any] = {"id": self.id, "text": self.text, "schema": self.schema_}
         if self.extract:
             out["extract"] = True
+        if self.derive is not None:
+            out["derive"] = self.derive
         return out
+
+
+class CelRule(Strict):
+    """A CEL rule checked after decoding (`jobs.checks`): a row violating it fails with
+    `message`."""
+
+    rule: str = Field(min_length=1)
+    message: str = Field(min_length=1)
 
 
 class Decoding(Strict):
@@ -70,6 +95,18 @@ class Decoding(Strict):
     max_tokens_per_step: int | None = Field(None, ge=1)
 
 
+class Dates(Strict):
+    """How extract questions with `format: date` / `date-time` read dates (`schemas.dates`)."""
+
+    order: Literal["refuse", "day_first", "month_first"] = "refuse"
+    timezone: str | None = Field(None, pattern=r"^(?:Z|[+-]\d{2}:\d{2})$")
+
+    def policy(self) -> Any:
+        from decide.schemas.dates import DatePolicy
+
+        return DatePolicy(self.order, self.timezone)
+
+
 class InputColumns(Strict):
     doc_id: str = "doc_id"
     document: str = "document"
@@ -78,7 +115,8 @@ class InputColumns(Strict):
 
 class JobSpec(Strict):
     questions: list[Question] = Field(default_factory=list, max_length=MAX_QUESTIONS)
-    rules: dict[str, Any] | None = None
+    # A JSON Schema enforced while decoding, or a list of CEL rules checked after it.
+    rules: dict[str, Any] | list[CelRule] | None = None
     instruction: str | None = None
     decoding: Decoding = Field(default_factory=Decoding)
     model: str | None = None
@@ -90,6 +128,10 @@ class JobSpec(Strict):
     calibration: str | None = None
     # Rows with any answer's (calibrated) confidence below this go to review.parquet.
     review_below: float | None = Field(None, gt=0.0, le=1.0)
+    # An answer that fails on its own (an extract question with no span, a derived answer with a
+    # missing input) leaves the row ok and partial ("keep"), or fails the row ("error").
+    partial_rows: Literal["keep", "error"] = "keep"
+    dates: Dates = Field(default_factory=Dates)
 
     @field_validator("questions")
     @classmethod
@@ -101,17 +143,33 @@ class JobSpec(Strict):
             seen.add(q.id)
         return questions
 
+    @property
+    def schema_rules(self) -> dict[str, Any] | None:
+        """The JSON Schema rules (enforced while decoding), if the spec's rules are those."""
+        return self.rules if isinstance(self.rules, dict) else None
+
+    @property
+    def cel_rules(self) -> list[CelRule]:
+        """The CEL rules (checked after decoding), if the spec's rules are those."""
+        return list(self.rules) if isinstance(self.rules, list) else []
+
     def fingerprint(self) -> str:
         """Identity of everything that changes answers (not model, paths or batch size)."""
         payload = {
             "format": SPEC_FORMAT,
             "questions": [q.as_dict() for q in self.questions],
-            "rules": self.rules,
+            "rules": self.schema_rules
+            if self.cel_rules == []
+            else [r.model_dump() for r in self.cel_rules],
             "instruction": self.instruction,
             "decoding": self.decoding.model_dump(),
             "input": self.input.model_dump(),
             "long_documents": self.long_documents,
         }
+        if self.partial_rows != "keep":  # specs without it keep the fingerprint they had
+            payload["partial_rows"] = self.partial_rows
+        if self.dates != Dates():
+            payload["dates"] = self.dates.model_dump()
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -131,9 +189,35 @@ def parse_spec(data: Any, origin: str = "spec") -> JobSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{origin}: a job spec is a mapping, got {type(data).__name__}")
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{origin}: {_describe(exc)}") from exc
+    check_derived(spec.questions, origin)
+    if spec.cel_rules and spec.questions:
+        from .checks import plan_checks
+        from .derive import DeriveError
+
+        try:
+            plan_checks(
+                [(r.rule, r.message) for r in spec.cel_rules],
+                [(q.id, q.schema_, q.derive) for q in spec.questions],
+            )
+        except DeriveError as exc:
+            raise SpecError(f"{origin}: rules: {exc}") from exc
+    return spec
+
+
+def check_derived(questions: list[Question], origin: str) -> None:
+    """Refuse derive expressions that cannot run (`jobs.derive.plan_derived`), naming the
+    question, the expression and its pointer."""
+    if not any(q.derive is not None for q in questions):
+        return
+    from .derive import DeriveError, plan_derived
+
+    try:
+        plan_derived([(q.id, q.schema_, q.derive) for q in questions])
+    except DeriveError as exc:
+        raise SpecError(f"{origin}: {exc}") from exc
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -172,4 +256,5 @@ def parse_questions(raw: Any, origin: str) -> list[Question]:
         raise SpecError(f"{origin}: question id(s) {', '.join(dupes)} appear more than once")
     if len(questions) > MAX_QUESTIONS:
         raise SpecError(f"{origin}: {len(questions)} questions, at most {MAX_QUESTIONS}")
+    check_derived(questions, origin)
     return questions

@@ -49,15 +49,17 @@ class NoSpan(ValueError):
 
 def extract_kind(schema: Any) -> str:
     """What an extract question copies from its document, by its schema's `type`: "spans" (a
-    schema that admits strings, or names no type) or "numbers" (one that admits integers or
-    numbers but no strings). A schema that admits neither is refused (the pointer is into the
+    schema that admits strings, or names no type), "dates" (such a schema with `format: date`
+    or `date-time`: dates read into ISO, `schemas.dates`) or "numbers" (one that admits integers
+    or numbers but no strings). A schema that admits neither is refused (the pointer is into the
     schema)."""
     if schema is False:
         raise UnsupportedSchema("", "extract", "the schema admits no value")
     kind = schema.get("type") if isinstance(schema, dict) else None
     kinds = [kind] if isinstance(kind, str) else kind
     if kinds is None or "string" in kinds:
-        return "spans"
+        dated = isinstance(schema, dict) and schema.get("format") in ("date", "date-time")
+        return "dates" if dated else "spans"  # dates are read into ISO (`schemas.dates`)
     if "integer" in kinds or "number" in kinds:
         return "numbers"
     raise UnsupportedSchema(
@@ -194,7 +196,7 @@ class SpanSlot:
         self,
         compiled: CompiledSlot,
         filler_id: int,
-        document: str | DocumentSpans | DocumentNumbers,
+        document: str | DocumentSpans | DocumentNumbers | Any,
     ) -> None:
         self.compiled = compiled
         self.filler = int(filler_id)

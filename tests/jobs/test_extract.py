@@ -61,7 +61,8 @@ def test_extract_answers_are_spans_of_their_document(model_type, models, tmp_pat
     results = {}
     for name, questions in (("extract", QUESTIONS), ("free", free(QUESTIONS))):
         out = tmp_path / name
-        run_job(parse_spec({"questions": questions}), [path], out, model=models[model_type],
+        run_job(parse_spec({"questions": questions, "partial_rows": "error"}), [path], out,
+                model=models[model_type],
                 batch_size=8, progress=False)  # fmt: skip
         results[name] = check_output(out, set(docs), free(QUESTIONS))
     extracted = results["extract"]
@@ -95,7 +96,8 @@ def test_numeric_extract_answers_are_numbers_of_their_document(model_type, model
     pl.DataFrame({"doc_id": list(docs), "document": list(docs.values())}).write_parquet(path)
     results = {}
     for name, questions in (("extract", NUMBER_QUESTIONS), ("free", free(NUMBER_QUESTIONS))):
-        run_job(parse_spec({"questions": questions}), [path], tmp_path / name,
+        run_job(parse_spec({"questions": questions, "partial_rows": "error"}), [path],
+                tmp_path / name,
                 model=models[model_type], batch_size=8, progress=False)  # fmt: skip
         results[name] = check_output(tmp_path / name, set(docs), free(NUMBER_QUESTIONS))
     none = results["extract"].filter(pl.col("doc_id") == "none").row(0, named=True)

@@ -1,0 +1,35 @@
+"""Checks on extract answers shared by the decision engine: whether an answer is its document's.
+
+`copied` is the check every extract answer gets after decoding, independent of how its slot was
+built: a span read in the document (ignoring case, accents and spaces), a number it states, or
+the ISO value of a date it writes (under the job's `DatePolicy`); `null` always passes.
+`MissingSpan` is raised while packing when one extract question of a document has no admissible
+span: an answer-level failure (the row stays ok and partial) unless `partial_rows: error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decide.schemas.dates import DatePolicy, date_format, date_in_document
+from decide.schemas.span import NoSpan, in_document, number_in_document
+
+
+class MissingSpan(NoSpan):
+    """An extract question of one document has no admissible span (an answer-level error)."""
+
+    def __init__(self, question_id: str, message: str) -> None:
+        super().__init__(message)
+        self.question_id = question_id
+
+
+def copied(value: Any, text: str, schema: Any, dates: DatePolicy) -> bool:
+    """Whether an extract answer is a span, a number or a date of its document (or `null`)."""
+    if value is None:
+        return True
+    fmt = date_format(schema)
+    if fmt is not None:
+        return date_in_document(value, text, fmt, dates)
+    if isinstance(value, str):
+        return in_document(value, text)
+    return number_in_document(value, text)

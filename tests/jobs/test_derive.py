@@ -1,0 +1,160 @@
+"""Derived answers (`derive:`): checked at spec load, never asked, computed from the decided ones.
+
+The end-to-end tests use a tiny random model: its asked answers are arbitrary, so every derived
+answer is checked against the expression evaluated here, in Python, over that row's own answers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+from helpers.jobdata import write_docs
+
+from decide import Decider
+from decide.jobs.derive import plan_derived
+from decide.jobs.runner import run_job
+from decide.jobs.spec import SpecError, parse_spec
+
+B, INT, N = (
+    {"type": "boolean"},
+    {"type": "integer", "minimum": 0, "maximum": 50},
+    {"type": "number"},
+)
+ASKED = [
+    {"id": "amount", "text": "How many dollars are claimed?", "schema": INT},
+    {"id": "limit", "text": "What is the limit?", "schema": INT},
+    {"id": "active", "text": "Is the policy active?", "schema": B},
+    {"id": "kind", "text": "What kind?", "schema": {"enum": ["auto", "home"]}},
+]
+DERIVED = [
+    {"id": "over", "text": "Over the limit?", "derive": "amount > limit", "schema": B},
+    {"id": "eligible", "text": "Eligible?", "derive": "active && !over", "schema": B},
+    {"id": "margin", "text": "Margin", "derive": "limit - amount", "schema": {"type": "integer"}},
+    {"id": "home", "text": "Home?", "derive": 'kind == "home"', "schema": B},
+]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return tiny_checkpoint("bert", vocab="small", init_std=0.2)
+
+
+def refusal(questions: list[dict]) -> str:
+    with pytest.raises(SpecError) as info:
+        parse_spec({"questions": questions}, "job.yaml")
+    return str(info.value)
+
+
+def q(qid: str, schema: dict, derive: str | None = None) -> dict:
+    out = {"id": qid, "text": qid, "schema": schema}
+    return out | ({"derive": derive} if derive else {})
+
+
+def test_spec_load_refuses_unusable_expressions_naming_question_and_pointer() -> None:
+    unknown = refusal([q("a", INT), q("b", B, "a > c")])
+    assert "/questions/1/derive" in unknown and "'b'" in unknown and "'c'" in unknown
+    cycle = refusal([q("a", INT), q("x", B, "y"), q("y", B, "x")])
+    assert "/questions/1/derive" in cycle and "cycle: x -> y -> x" in cycle
+    parse = refusal([q("a", INT), q("b", B, "a >")])
+    assert "/questions/1/derive" in parse and "cannot parse 'a >'" in parse
+    result = refusal([q("a", INT), q("b", B, "a + 1")])
+    assert "'a + 1' gives int, but the question's schema is bool" in result
+    mixed = refusal([q("a", INT), q("r", N), q("b", B, "a > r")])
+    assert "/questions/2/derive" in mixed and "no overload of > for int and double" in mixed
+    operand = refusal([q("s", {"type": "string"}), q("b", B, "s && true")])
+    assert "an operand of && is not a bool" in operand
+    untyped = refusal([q("o", {"type": "object"}), q("b", B, "o == null")])
+    assert "'o', whose schema has no CEL type" in untyped
+    assert "either extract or derive" in refusal([{**q("b", B, "true"), "extract": True}])
+    # Types that do fit: enums of strings, int into a number schema, nullable inputs.
+    parse_spec({"questions": [q("k", {"enum": ["a", "b"]}), q("n", {"type": ["integer", "null"]}),
+                              q("x", N, "n * 2"), q("y", B, 'k in ["a"] && size(k) == 1')]})  # fmt: skip
+
+
+def test_derived_questions_are_ordered_nulls_and_confidence() -> None:
+    questions = [
+        ("eligible", B, "active && !over"),  # reads a derived answer declared after it
+        ("over", B, "amount > limit"),
+        ("amount", {"type": ["integer", "null"]}, None),
+        ("limit", INT, None),
+        ("active", B, None),
+        ("maybe", {"type": ["boolean", "null"]}, "amount > limit"),
+    ]
+    plan = plan_derived(questions)
+    assert [d.id for d in plan.order] == ["over", "eligible", "maybe"]
+    conf = {"amount": 0.5, "limit": 0.8, "active": 0.9}
+    values, confidence, errors = plan.evaluate({"amount": 7, "limit": 5, "active": True}, conf)
+    assert values == {"over": True, "eligible": False, "maybe": True} and not errors
+    # The product over the asked answers it depends on, each once (amount and limit reach
+    # `eligible` through `over` only once).
+    assert confidence["over"] == pytest.approx(0.4)
+    assert confidence["eligible"] == pytest.approx(0.5 * 0.8 * 0.9)
+    values, confidence, errors = plan.evaluate({"amount": None, "limit": 5, "active": True}, conf)
+    assert values == {"maybe": None}  # its schema admits null
+    assert errors["over"] == "derive 'amount > limit': input 'amount' is null"
+    assert errors["eligible"] == "derive 'active && !over': input 'over' is missing"
+    _, _, errors = plan_derived([("a", INT, None), ("d", INT, "10 / a")]).evaluate({"a": 0}, {})
+    assert "failed" in errors["d"] and "divi" in errors["d"]
+
+
+def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
+    path = write_docs(tmp_path / "in.parquet", 24, seed=7)
+    spec = parse_spec({"questions": [*ASKED, *DERIVED]})
+    result = run_job(spec, [path], tmp_path / "out", model=model, batch_size=8, progress=False)
+    assert result.failed == 0
+    frame = pl.read_parquet(tmp_path / "out" / "answers" / "*.parquet")
+    for row in frame.iter_rows(named=True):
+        a = json.loads(row["answers_json"])
+        assert list(a) == [x["id"] for x in (*ASKED, *DERIVED)]
+        assert a["over"] == (a["amount"] > a["limit"])
+        assert a["eligible"] == (a["active"] and not a["over"])
+        assert a["margin"] == a["limit"] - a["amount"] and a["home"] == (a["kind"] == "home")
+        assert row["answers"]["eligible"] == a["eligible"]  # typed struct field too
+        c = row["confidence"]
+        assert c["eligible"] == pytest.approx(c["amount"] * c["limit"] * c["active"])
+        assert c["home"] == pytest.approx(c["kind"])
+    # No slot was spent on them: the packed prompt and skeleton hold the asked questions only.
+    decider = Decider(model, batch_size=4)
+    compiled = decider._compile([*ASKED, *DERIVED])
+    todo = [c for c in compiled if c.derive is None]
+    doc = decider.engine.packer.pack("A car was hit.", todo)
+    assert [x.id for group in doc.groups for x in group] == [x["id"] for x in ASKED]
+    d = decider.decide("A car was hit in Boston.", [*ASKED, *DERIVED])
+    assert d.answers["over"] == (d.answers["amount"] > d.answers["limit"])
+    assert math.isclose(d.confidence["over"], d.confidence["amount"] * d.confidence["limit"])
+
+
+def test_rules_cannot_name_a_derived_question(model, tmp_path) -> None:
+    path = write_docs(tmp_path / "in.parquet", 2)
+    rules = {"if": {"properties": {"over": {"const": True}}},
+             "then": {"properties": {"active": {"const": False}}}}  # fmt: skip
+    spec = parse_spec({"questions": [*ASKED, *DERIVED], "rules": rules})
+    with pytest.raises(SpecError, match="'over' is a derived question"):
+        run_job(spec, [path], tmp_path / "out", model=model, progress=False)
+
+
+def test_cli_validate_and_run_refuse_a_bad_expression_with_exit_2(model, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from decide.cli import main
+
+    good = {"questions": [*ASKED, *DERIVED]}
+    bad = {"questions": [*ASKED, {**DERIVED[0], "derive": "amount > limt"}]}
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    ok = CliRunner().invoke(main, ["validate", str(tmp_path / "good.json"), "--model", str(model)])
+    assert ok.exit_code == 0, ok.output
+    assert "all 4 questions supported" in ok.output  # the derived ones are not slots
+    assert "derived: eligible = active && !over (bool), computed after decoding" in ok.output
+    for command in (["validate", str(tmp_path / "bad.json"), "--model", str(model)],
+                    ["run", str(write_docs(tmp_path / "in.parquet", 2)), "--spec",
+                     str(tmp_path / "bad.json"), "-o", str(tmp_path / "out"), "--model",
+                     str(model)]):  # fmt: skip
+        refused = CliRunner().invoke(main, command)
+        assert refused.exit_code == 2, refused.output
+        assert "/questions/4/derive" in refused.output and "'amount > limt'" in refused.output
+        assert "'limt'" in refused.output and "'over'" in refused.output
+    assert not (tmp_path / "out").exists()
