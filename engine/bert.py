@@ -91,3 +91,6 @@ class BertLM(WindowedModel):
     ) -> torch.Tensor:
         transformed = self._transform(hidden)  # [P, H], once per state
         return (transformed[rows] * self.embed.weight[tokens]).sum(-1) + self.head_bias[tokens]
+
+    def subset_logits(self, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        return F.linear(self._transform(hidden), self.embed.weight[tokens], self.head_bias[tokens])

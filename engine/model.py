@@ -113,6 +113,11 @@ class WindowedModel(nn.Module):
         other logits: finite answer slots only ever need a handful of candidate tokens."""
         raise NotImplementedError
 
+    def subset_logits(self, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """`logits(hidden)[..., tokens]` `[..., T]` from the head rows of `tokens` only: one
+        matrix product with T columns instead of the full vocabulary."""
+        raise NotImplementedError
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -193,6 +198,9 @@ class LinearHead:
         self, hidden: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
     ) -> torch.Tensor:
         return (hidden[rows] * self._head_weight()[tokens]).sum(-1)
+
+    def subset_logits(self, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self._head_weight()[tokens])
 
 
 class DiffusionLM(LinearHead, WindowedModel):

@@ -2,12 +2,14 @@
 
 Every step runs one forward per group of rows, scores each still-masked slot position under its
 slot's token mask (`decide.kernels.masked_confidence`: best allowed token and its probability under
-the softmax restricted to allowed tokens), and commits, per row, every item whose confidence reaches
-the threshold, or else the single most confident one, so each step makes progress. An item is one
-position, or, for a finite slot (enum, boolean, small range) whose masked positions all lie in the
-current unit, one whole option scored as the sum of its tokens' masked log-probabilities and
-normalised over the options. Positions of one slot are committed in decreasing confidence; a commit
-the constraint rejects (another commit of the same step made it impossible) waits for the next step.
+the softmax restricted to allowed tokens; positions allowing few tokens compute the same from those
+tokens' logits only, `scoring.restricted_confidence`), and commits, per row, every item whose
+confidence reaches the threshold, or else the single most confident one, so each step makes
+progress. An item is one position, or, for a finite slot (enum, boolean, small range) whose masked
+positions all lie in the current unit, one whole option scored as the sum of its tokens' masked
+log-probabilities and normalised over the options. Positions of one slot are committed in
+decreasing confidence; a commit the constraint rejects (another commit of the same step made it
+impossible) waits for the next step.
 
 Rows move through *units*: the whole block for bidirectional families, and the model blocks the
 answer slots fall in for block-causal families (decided left to right, as those models were
@@ -36,6 +38,15 @@ from .cache import KVCache
 from .constraints import InfeasibleSlot, bitmask_width
 from .model import DiffusionLM
 from .requests import BlockStats, DecodeRequest, DecodeResult, SlotResult
+from .scoring import (
+    RESTRICTED_LIMIT,
+    _trie_scores,  # noqa: F401  (imported from here by tests and benchmarks)
+    allowed_counts,
+    allowed_pairs,
+    restricted_confidence,
+    score_options,
+    unpack_bitmask,
+)
 
 OPTION_LIMIT = 256  # finite slots with more options than this are decided position by position
 
@@ -50,6 +61,9 @@ class SamplerConfig:
     # baseline (finite slots are then decided position by position as well). None: no limit.
     max_tokens_per_step: int | None = None
     batch_size: int = 16  # rows decoded together
+    # Positions allowing at most this many tokens are scored from those tokens' logits only
+    # (`scoring.py`; exact); 0: every position through the full-vocabulary head.
+    head_limit: int = RESTRICTED_LIMIT
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -60,6 +74,8 @@ class SamplerConfig:
             raise ValueError(f"temperature must be ≥ 0, got {self.temperature}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {self.batch_size}")
+        if self.head_limit < 0:
+            raise ValueError(f"head_limit must be ≥ 0, got {self.head_limit}")
         if self.max_tokens_per_step is not None and self.max_tokens_per_step < 1:
             raise ValueError(f"max_tokens_per_step must be ≥ 1, got {self.max_tokens_per_step}")
 
@@ -317,25 +333,11 @@ class Sampler:
                     dense.extend((i, pos) for pos in positions)
         starts = [start for start, _, _ in windows]
         items: dict[int, list[tuple[float, int, object]]] = {i: [] for i in range(len(rows))}
-        for i, item in self._score_options(rows, option_slots, hidden, starts):
+        for i, item in score_options(
+            self.model, rows, option_slots, hidden, starts, self.config.temperature
+        ):
             items[i].append(item)
-        logits = tokens = probs = None
-        if dense:
-            index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
-            logits = self.model.logits(hidden[index[:, 0], index[:, 1]]).float()  # [N, V]
-            if self.width is None:
-                self.width = bitmask_width(logits.shape[1])
-            bitmask, failed = self._bitmasks(rows, dense)
-            for i, message in failed.items():
-                rows[i].result.error = message
-            best = masked_confidence(logits, bitmask.to(device))
-            tokens, probs = best.token.cpu(), best.prob.cpu()
-            for n, (i, pos) in enumerate(dense):
-                token, prob = int(tokens[n]), float(probs[n])
-                if rows[i].rng is not None:
-                    allowed = unpack_bitmask(bitmask[n], logits.shape[1])
-                    token, prob = self._sample(rows[i], logits[n].cpu(), allowed)
-                items[i].append((prob, 1, (pos, token, n)))
+        logits = self._score_positions(rows, dense, hidden, starts, items) if dense else None
 
         for i, row in enumerate(rows):
             if row.result.error is not None or not items[i]:
@@ -347,6 +349,59 @@ class Sampler:
                 self._commit(row, items[i], logits, forced)
             except InfeasibleSlot as exc:
                 row.result.error = f"block {row.block}: {exc}"
+
+    def _score_positions(
+        self,
+        rows: list[_Row],
+        dense: list[tuple[int, int]],
+        hidden: torch.Tensor,
+        starts: list[int],
+        items: dict[int, list[tuple[float, int, object]]],
+    ) -> torch.Tensor | None:
+        """One item per open position of `dense`: its best allowed token and that token's
+        probability under the softmax over the allowed tokens. Positions allowing at most
+        `head_limit` tokens take the restricted head (`scoring.restricted_confidence`, the same
+        quantity from the allowed tokens' logits only), unless their row samples or reaches its
+        step cap this step (those need full rows); the others take the full head and
+        `masked_confidence`. Returns the full head's logits (row = the item's payload index;
+        restricted items carry -1), or None when no position took the full head."""
+        device = self.model.device
+        vocab = self.model.config.embedding_size
+        if self.width is None:
+            self.width = bitmask_width(vocab)
+        bitmask, failed = self._bitmasks(rows, dense)
+        for i, message in failed.items():
+            rows[i].result.error = message
+        cap = self.config.max_steps
+        whole = [r.rng is not None or (cap is not None and r.stats.steps + 1 >= cap) for r in rows]
+        index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
+        states = hidden[index[:, 0], index[:, 1]]  # [N, H]
+        masks = bitmask.to(device)
+        full = allowed_counts(masks) > self.config.head_limit
+        full |= torch.tensor([whole[i] for i, _ in dense], device=device)
+        tokens = torch.empty(len(dense), dtype=torch.long, device=device)
+        probs = torch.empty(len(dense), dtype=torch.float32, device=device)
+        logits = None
+        at = full.nonzero().squeeze(1)
+        if at.numel():
+            logits = self.model.logits(states[at]).float()  # [F, V]
+            best = masked_confidence(logits, masks[at])
+            tokens[at], probs[at] = best.token, best.prob
+        few = (~full).nonzero().squeeze(1)
+        if few.numel():
+            entry, token = allowed_pairs(masks[few], vocab)  # entry: index among `few`
+            t, p = restricted_confidence(self.model, states[few], entry, token, few.numel())
+            tokens[few], probs[few] = t, p
+        row_of = torch.where(full, torch.cumsum(full, 0) - 1, -1).tolist()
+        for n, (i, pos), token_n, prob_n in zip(
+            range(len(dense)), dense, tokens.tolist(), probs.tolist(), strict=True
+        ):
+            if rows[i].rng is not None:
+                assert logits is not None
+                allowed = unpack_bitmask(bitmask[n], vocab)
+                token_n, prob_n = self._sample(rows[i], logits[row_of[n]].cpu(), allowed)
+            items[i].append((prob_n, 1, (pos, token_n, row_of[n])))
+        return logits
 
     def _commit(
         self,
@@ -413,72 +468,6 @@ class Sampler:
         while not allowed[token]:  # rounding can land the draw on a zero-probability tail
             token -= 1
         return token, float(p[token])
-
-    def _score_options(
-        self,
-        rows: list[_Row],
-        option_slots: list[tuple[int, int, list[int], Sequence[Sequence[int]]]],
-        hidden: torch.Tensor,
-        starts: list[int],
-    ) -> Iterator[tuple[int, tuple[float, int, object]]]:
-        """One item per finite slot: its best (or sampled) option and that option's probability
-        among the options, read through the options' prefix tree (`_trie_scores`) from the
-        logits of the options' own tokens only."""
-        if not option_slots:
-            return
-        # Every (open position, candidate token) pair of every finite slot, scored in one gather.
-        pair_rows: list[int] = []  # index into `picks`
-        pair_tokens: list[int] = []
-        picks: list[tuple[int, int]] = []
-        option_pairs: list[list[int]] = []  # per option of every slot: its pairs, left to right
-        option_tree: list[int] = []  # per option: its slot's index in `layout`
-        layout = []
-        for i, slot_index, positions, options in option_slots:
-            start = rows[i].slot_starts[slot_index]
-            offsets = [pos - start for pos in positions]
-            opts = [[opt[o] for o in offsets] for opt in options]  # [K][m]
-            pairs: list[list[int]] = [[] for _ in opts]
-            for j, pos in enumerate(positions):
-                candidates: dict[int, int] = {}  # token → its pair index
-                for k, opt in enumerate(opts):
-                    n = candidates.get(opt[j])
-                    if n is None:
-                        n = candidates[opt[j]] = len(pair_tokens)
-                        pair_tokens.append(opt[j])
-                        pair_rows.append(len(picks))
-                    pairs[k].append(n)
-                picks.append((i, pos - starts[i]))
-            layout.append((i, slot_index, positions, opts, len(option_pairs)))
-            option_tree.extend([len(layout) - 1] * len(opts))
-            option_pairs.extend(pairs)
-        device = hidden.device
-        index = torch.tensor(picks, device=device)
-        states = hidden[index[:, 0], index[:, 1]]  # [P, H]
-        scores_flat = (
-            self.model.token_logits(
-                states,
-                torch.tensor(pair_rows, device=device),
-                torch.tensor(pair_tokens, device=device),
-            )
-            .float()
-            .cpu()
-        )  # [Q]
-        depth = max(len(p) for p in option_pairs)
-        totals = _trie_scores(
-            scores_flat,
-            torch.tensor([p + [-1] * (depth - len(p)) for p in option_pairs], dtype=torch.long),
-            torch.tensor(option_tree, dtype=torch.long),
-        )
-        for i, slot_index, positions, opts, first in layout:
-            total = totals[first : first + len(opts)]
-            row = rows[i]
-            if row.rng is not None:
-                p = torch.softmax(total / self.config.temperature, -1)
-                k = int(torch.multinomial(p, 1, generator=row.rng))
-            else:
-                p = torch.softmax(total, -1)
-                k = int(torch.argmax(p))  # first of equals: lowest option index
-            yield i, (float(p[k]), 0, (slot_index, opts[k], positions))
 
     def _commit_option(
         self, row: _Row, slot_index: int, option: list[int], positions: list[int], p: float
@@ -557,46 +546,3 @@ class Sampler:
                             "(constraint bug)"
                         )
                     del remaining[pos]
-
-
-def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:
-    """Log-probability `[K]` of each option, read left to right through its slot's prefix tree.
-
-    `scores[q]` is the logit of candidate pair q (one open position, one token); `pairs[k]` lists
-    option k's pairs left to right, padded with -1 past its slot's open positions; `trees[k]` is
-    option k's slot. All slots' trees are walked together, one position deep at a time.
-
-    At every open position where the options that share this option's earlier tokens still
-    disagree, the option gets the log-softmax of its token over theirs. Positions where they
-    agree cost nothing. Scoring every position over all options' tokens instead (a product of
-    unconditioned marginals) is biased: when every position is masked, a late position's
-    marginal mixes all options, so an option whose tail resembles the frequent options' tails
-    wins regardless of the position where the options actually differ.
-    """
-    total = torch.zeros(pairs.shape[0])
-    node = trees.clone()  # each option's prefix node; the roots are the slots
-    q = scores.numel()
-    for j in range(pairs.shape[1]):
-        live = (pairs[:, j] >= 0).nonzero().squeeze(1)
-        pair, here = pairs[live, j], node[live]
-        # The distinct (node, pair) combinations are the edges out of this depth's nodes; their
-        # dense index is each option's child node for the next depth.
-        edges, child = torch.unique(here * q + pair, return_inverse=True)
-        parent, edge_scores = edges // q, scores[edges % q]
-        nodes = int(here.max()) + 1
-        top = torch.full((nodes,), float("-inf")).scatter_reduce(0, parent, edge_scores, "amax")
-        mass = torch.zeros(nodes).index_add_(0, parent, (edge_scores - top[parent]).exp())
-        # log-sum-exp over each node's distinct tokens: exactly 0 where a node has one token.
-        total[live] += scores[pair] - (top + mass.log())[here]
-        node[live] = child
-    return total
-
-
-def unpack_bitmask(words: torch.Tensor, vocab: int) -> torch.Tensor:
-    """int32 words `[W]` → bool `[vocab]` (tokens past 32·W are not allowed)."""
-    bits = torch.arange(32, dtype=torch.int32)
-    allowed = ((words[:, None] >> bits) & 1).bool().flatten()  # [32 W]
-    out = torch.zeros(vocab, dtype=torch.bool)
-    n = min(vocab, allowed.numel())
-    out[:n] = allowed[:n]
-    return out

@@ -308,3 +308,20 @@ def test_inference_mode_never_leaks_to_the_caller(tiny_checkpoint) -> None:
     x = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()
     assert x.grad is not None
+
+
+@pytest.mark.parametrize("model_type", ["llada", "Dream", "sdar"])
+@pytest.mark.parametrize("finite", [True, False])
+def test_sampler_answers_do_not_depend_on_the_head(model_type, finite, tiny_checkpoint) -> None:
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    options = dict(batch_size=4, threshold=0.5, max_tokens_per_step=None if finite else 2)
+    full = _decode(model_dir, _requests(seed=21, count=8, finite=finite), head_limit=0, **options)
+    restricted = _decode(model_dir, _requests(seed=21, count=8, finite=finite), **options)
+    for key, result in full.items():
+        other = restricted[key]
+        assert other.blocks == result.blocks
+        assert [s.nfe for s in other.stats] == [s.nfe for s in result.stats]
+        for slots, other_slots in zip(result.slots, other.slots, strict=True):
+            for a, b in zip(slots, other_slots, strict=True):
+                assert a.tokens == b.tokens
+                assert abs(a.confidence - b.confidence) <= 1e-6

@@ -1,0 +1,128 @@
+"""Profile: where a decide step's time goes on the bundled model, at each batch size.
+
+`--head-limit 0` scores every position through the full-vocabulary head (the path before the
+restricted head); the default limit takes the restricted head where a mask allows few tokens.
+Wraps the sampler's parts with CPU-time timers (one run per batch size, same documents, after a
+warm-up): the trunk forward (`_trunk`: embeddings + layers over the window), the output head over
+the full vocabulary (`logits`), the head restricted to candidate tokens (`token_logits`), the
+slots' token masks (`_bitmasks`: `fill_bitmask` per touched slot), `masked_confidence`, option
+scoring (`_score_options` minus its `token_logits`), commits (`_commit`), and the rest of the
+step (Python per-row work: windows, ids, splitting slots). Padding waste is the share of window
+positions a forward computes for padding (rows shorter than the widest row of their group).
+
+    python benchmarks/step_profile.py --docs 16 --batch-sizes 1 16 --head-limit 0 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import common
+
+from decide.engine import load_model
+from decide.engine import sampler as sampler_module
+from decide.engine.scoring import RESTRICTED_LIMIT
+
+TIMES: collections.Counter[str] = collections.Counter()
+PADDING = {"positions": 0, "padded": 0}
+
+
+def timed(name: str, fn: Callable[..., Any], consume: bool = False) -> Callable[..., Any]:
+    """`fn` timed in CPU time of this process (one thread: robust to other processes' load);
+    `consume`: `fn` returns an iterator, timed while it is drained."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            out = fn(*args, **kwargs)
+            return list(out) if consume else out
+        finally:
+            TIMES[name] += time.process_time() - started
+
+    return wrapper
+
+
+def instrument(model: Any) -> None:
+    cls = type(model)
+    cls._trunk = timed("forward (trunk)", cls._trunk)
+    cls.logits = timed("head, full vocabulary", cls.logits)
+    cls.token_logits = timed("head, candidate tokens", cls.token_logits)
+    sampler_module.restricted_confidence = timed(
+        "head, allowed tokens only", sampler_module.restricted_confidence
+    )
+    sampler_module.allowed_pairs = timed("masks (allowed pairs)", sampler_module.allowed_pairs)
+    sampler_module.allowed_counts = timed("masks (allowed counts)", sampler_module.allowed_counts)
+    s = sampler_module.Sampler
+    s._bitmasks = timed("masks (fill_bitmask)", s._bitmasks)
+    s._commit = timed("commits", s._commit)
+    s._step = timed("step", s._step)
+    sampler_module.score_options = timed("option scoring", sampler_module.score_options, True)
+    sampler_module.masked_confidence = timed("masked_confidence", sampler_module.masked_confidence)
+    window = s._window
+
+    def counting(self: Any, rows: list, cache: Any, prefill: bool) -> None:
+        windows = [window(self, r, prefill) for r in rows]
+        width = max(end - start for start, end, _ in windows)
+        PADDING["positions"] += width * len(rows)
+        PADDING["padded"] += width * len(rows) - sum(end - start for start, end, _ in windows)
+        return step(self, rows, cache, prefill)
+
+    step = s._step
+    s._step = counting
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=16)
+    parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 16])
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--head-limit", type=int, nargs="*", default=[0, RESTRICTED_LIMIT])
+    args = parser.parse_args()
+    common.set_threads(args.threads)
+    path = common.bundled()
+    if path is None:
+        raise SystemExit("no bundled model installed")
+    loaded = load_model(path)
+    eng = common.engine(loaded, args.batch_sizes[0])
+    docs = common.documents(args.docs, args.seed, questions=8)
+    items = common.items(eng, docs)
+    list(eng.decide(items[:2]))  # warm-up
+    instrument(loaded.model)
+    print(f"Machine: {common.describe_machine(args.threads)}; {args.docs} documents × 8 questions")
+    rows = []
+    for batch, limit in [(b, h) for b in args.batch_sizes for h in args.head_limit]:
+        common.set_decoding(eng, batch_size=batch)
+        eng.sampler.config = dataclasses.replace(eng.sampler.config, head_limit=limit)
+        TIMES.clear()
+        PADDING.update(positions=0, padded=0)
+        started = time.process_time()
+        decisions = list(eng.decide(items))
+        total = time.process_time() - started
+        nfe = sum(d.nfe for d in decisions) / len(decisions)
+        t = {k: 1000 * v / len(docs) for k, v in TIMES.items()}
+        step = t.pop("step")
+        option = t.pop("option scoring", 0.0) - t.get("head, candidate tokens", 0.0)
+        inside = sum(t.values())  # every timer but step: disjoint parts of the step
+        parts = {**t, "option scoring (rest)": option}
+        parts["Python per-row work (rest of step)"] = step - inside - option
+        parts["outside the sampler's steps (packing, parsing)"] = 1000 * total / len(docs) - step
+        share = PADDING["padded"] / max(PADDING["positions"], 1)
+        for name, ms in parts.items():
+            share_ms = f"{100 * ms / (1000 * total / len(docs)):.0f}%"
+            rows.append([batch, limit, name, f"{ms:.1f}", share_ms])
+        rows.append(
+            [batch, limit, "**total**", f"{1000 * total / len(docs):.1f}", f"nfe {nfe:.1f}"]
+        )
+        rows.append([batch, limit, "padding (window positions)", "", f"{100 * share:.0f}%"])
+    header = ["batch", "head_limit", "part", "CPU ms / document", "share"]
+    print(common.table(header, rows, "rrlrr"))
+
+
+if __name__ == "__main__":
+    main()
