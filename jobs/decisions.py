@@ -31,6 +31,7 @@ from decide.engine.requests import DecodeResult
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.dates import DatePolicy, DocumentDates, date_format
+from decide.schemas.drafts import normalize
 from decide.schemas.rules import RuledSlot, RuleSet, compile_rules
 from decide.schemas.span import (
     DocumentNumbers,
@@ -121,7 +122,8 @@ def _as_resource(q: CompiledQuestion) -> Any:
     """A question's schema in the 2020-12 form it was compiled from (`decide.schemas.drafts`),
     as its own resource: its `#…` references resolve inside it, and a schema of another draft
     keeps that draft's meaning inside the 2020-12 decision schema."""
-    schema = q.slot.language.normalized
+    # A derived question never compiles to a slot: its schema is normalised here.
+    schema = normalize(q.schema).schema if q.slot is None else q.slot.language.normalized
     if not isinstance(schema, dict):
         return schema
     return {"$id": f"urn:decide:question:{q.id}", **schema}
