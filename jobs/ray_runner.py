@@ -36,7 +36,7 @@ from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, wri
 from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
-               "answer_tokens", "truncated", "narrowed_json", "kind", "partial",
+               "answer_tokens", "truncated", "narrowed_json", "error_kind", "partial",
                "errors_json")  # fmt: skip
 
 
@@ -96,7 +96,7 @@ class DeciderActor:
             out["answer_tokens"].append(d.answer_tokens)
             out["truncated"].append(d.truncated)
             out["narrowed_json"].append(json.dumps(d.narrowed))
-            out["kind"].append(None if d.kind is None else d.kind.value)
+            out["error_kind"].append(None if d.kind is None else d.kind.value)
             out["partial"].append(d.partial)
             out["errors_json"].append(None if d.errors is None else json.dumps(d.errors))
             for name in self.plan.carried:
@@ -117,7 +117,7 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         truncated=bool(row["truncated"]),
         narrowed=json.loads(row["narrowed_json"]),
         extra={name: row[name] for name in carried},
-        kind=None if row["kind"] is None else FailureKind(row["kind"]),
+        kind=None if row["error_kind"] is None else FailureKind(row["error_kind"]),
         partial=bool(row["partial"]),
         errors=None if row["errors_json"] is None else json.loads(row["errors_json"]),
     )

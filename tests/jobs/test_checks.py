@@ -56,7 +56,7 @@ def test_rows_violating_a_rule_fail_with_its_message(tiny_checkpoint, tmp_path) 
             assert row["status"] == "ok" and row["answers_json"] == plain["answers_json"]
         else:
             failed += 1
-            assert row["status"] == "error" and row["kind"] == "rule_violated"
+            assert row["status"] == "error" and row["error_kind"] == "rule_violated"
             assert row["error"] == (f"rule /rules/{first} ({RULES[first]['rule']}) violated: "
                                     f"{RULES[first]['message']}")  # fmt: skip
     assert 0 < failed < checked.height  # the random model violates them sometimes, not always

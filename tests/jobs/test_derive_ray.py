@@ -39,10 +39,10 @@ def test_ray_runner_derives_and_keeps_partial_rows(tiny_checkpoint, tmp_path) ->
         run_job_ray(spec, [path], tmp_path / "ray", model=model, batch_size=4, progress=False)
     finally:
         ray.shutdown()
-    cols = ["doc_id", "status", "kind", "answers_json", "partial", "errors"]
+    cols = ["doc_id", "status", "error_kind", "answers_json", "partial", "errors"]
     local, remote = (pl.read_parquet(tmp_path / name / "answers" / "*.parquet").sort("doc_id")
                      for name in ("local", "ray"))  # fmt: skip
     assert local.select(cols).to_dicts() == remote.select(cols).to_dicts()
-    assert local["kind"].to_list().count("duplicate_doc_id") == 1
+    assert local["error_kind"].to_list().count("duplicate_doc_id") == 1
     assert local["partial"].sum() >= 1  # documents without "...ton" keep their other answers
     assert local.filter(pl.col("status") == "ok")["answers"].struct.field("big").null_count() == 0

@@ -57,7 +57,7 @@ def test_extract_without_span_keeps_the_other_answers(decider, tmp_path) -> None
     assert frame["status"].to_list() == ["ok", "ok"]
     assert frame["partial"].to_list() == [False, True]
     full, partial = frame.row(0, named=True), frame.row(1, named=True)
-    assert full["errors"] is None and full["kind"] is None
+    assert full["errors"] is None and full["error_kind"] is None
     answers = json.loads(partial["answers_json"])
     assert "city" not in answers and partial["answers"]["city"] is None
     assert answers["amount"] == 700 and answers["big"] is False  # the others are kept
@@ -71,7 +71,7 @@ def test_extract_without_span_keeps_the_other_answers(decider, tmp_path) -> None
             tmp_path / "strict", model=decider.loaded, batch_size=4, progress=False)  # fmt: skip
     strict = pl.read_parquet(tmp_path / "strict" / "answers" / "*.parquet").sort("doc_id")
     assert strict["status"].to_list() == ["ok", "error"]
-    assert strict["kind"].to_list() == [None, "no_span"]
+    assert strict["error_kind"].to_list() == [None, "no_span"]
     assert "'city' (extract)" in strict["error"][1]
 
 
