@@ -26,7 +26,7 @@ from typing import Any
 import jsonschema
 import polars as pl
 
-from decide.jobs.decisions import failure_reason
+from decide.jobs.failures import FailureKind
 from decide.jobs.output import atomic_write
 from decide.jobs.spec import SpecError
 
@@ -41,7 +41,16 @@ FAILURES = 100  # failures listed in report.json
 CATEGORY_LIMIT = 20  # distinct values shown as categories; above, top values or a histogram
 SAMPLE_FAILURES, SAMPLE_LOW, SAMPLE_RANDOM = 200, 200, 600  # documents embedded in the page
 TEXT_LIMIT = 3000  # characters of each embedded document
-ANSWER_COLUMNS = ("doc_id", "status", "error", "answers", "answers_json", "confidence", "nfe")
+ANSWER_COLUMNS = (
+    "doc_id",
+    "status",
+    "error",
+    "error_kind",
+    "answers",
+    "answers_json",
+    "confidence",
+    "nfe",
+)
 # Distinct values a question may have while all questions are counted in one pass; one with more
 # (free text) is counted again in a pass of its own, so only one such set is held at a time.
 DISTINCT_HELD = 50_000
@@ -311,8 +320,10 @@ class _Aggregates:
         self.ok += ok.height
         self.failed += failed.height
         self.nfe += int(frame["nfe"].sum() or 0)
-        for error, n in failed.group_by("error", maintain_order=True).len().iter_rows():
-            reason = failure_reason(error or "")
+        # Parts written before failure kinds existed have no error_kind: counted as unknown.
+        by = pl.col("error_kind") if "error_kind" in frame.columns else pl.lit(None, pl.String)
+        for kind, n in failed.group_by(by.alias("k"), maintain_order=True).len().iter_rows():
+            reason = kind or "unknown"
             self.reasons[reason] = self.reasons.get(reason, 0) + n
         room = FAILURES - len(self.failures)
         if room > 0:
@@ -371,7 +382,7 @@ def build_report(out: Path) -> dict[str, Any]:
     invalid = int(counts.get("invalid_rows", 0))
     reasons = dict(tally.reasons)
     if invalid:
-        reasons["doc_id is null"] = reasons.get("doc_id is null", 0) + invalid
+        reasons["null_doc_id"] = reasons.get("null_doc_id", 0) + invalid
     spec = manifest.get("spec", {})
     texts = {q["id"]: q["text"] for q in spec.get("questions", [])}
     empty = _Confidence()
@@ -434,8 +445,7 @@ def build_report(out: Path) -> dict[str, Any]:
         "lowest_confidence": lowest,
         "failures": [{"doc_id": d, "error": e} for d, e in tally.failures],
         "rules": {"declared": spec_rules is not None,
-                  "violations": sum(n for r, n in reasons.items()
-                                    if r.startswith("answer fails validation")),
+                  "violations": reasons.get(FailureKind.answer_invalid.value, 0),
                   "narrowed": manifest.get("rules", {}).get("narrowed", {})},
         "calibration": calibration_report(manifest, parts, _read),
     }  # fmt: skip
