@@ -90,6 +90,21 @@ def _as_resource(q: CompiledQuestion) -> Any:
     return {"$id": f"urn:decide:question:{q.id}", **schema}
 
 
+def decision_validator(questions: Sequence[CompiledQuestion], rules: Any = None) -> Any:
+    """The `jsonschema` validator of a decision object over `questions`: every one required, no
+    other keys, each question's schema its own resource in its own draft's meaning, and the JSON
+    Schema `rules` over the whole object."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {q.id: _as_resource(q) for q in questions},
+        "required": [q.id for q in questions],
+        "additionalProperties": False,
+    }
+    if rules is not None:
+        schema = {"allOf": [schema, rules]}
+    return Draft202012Validator(schema, format_checker=FormatChecker())
+
+
 @dataclass(eq=False)
 class QuestionSet:
     """One compiled question list (see the module docstring); build it with `QuestionBook`."""
@@ -125,15 +140,7 @@ class QuestionSet:
         ids = tuple(q.id for q in self.questions) if present is None else tuple(present)
         if ids not in self._validators:
             by_id = {q.id: q for q in self.questions}
-            schema: dict[str, Any] = {
-                "type": "object",
-                "properties": {qid: _as_resource(by_id[qid]) for qid in ids},
-                "required": list(ids),
-                "additionalProperties": False,
-            }
-            if self.schema_rules is not None:
-                schema = {"allOf": [schema, self.schema_rules]}
-            self._validators[ids] = Draft202012Validator(schema, format_checker=FormatChecker())
+            self._validators[ids] = decision_validator([by_id[i] for i in ids], self.schema_rules)
         return self._validators[ids]
 
     def constraints(self, todo: Sequence[CompiledQuestion], parts: tuple[str, ...]) -> list:

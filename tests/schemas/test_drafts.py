@@ -204,8 +204,8 @@ def test_cli_validate_strict(tiny_checkpoint, tmp_path) -> None:
 
 
 def test_decision_validator_keeps_each_questions_draft_and_references() -> None:
-    from decide.jobs.decisions import DecisionEngine
     from decide.jobs.questions import CompiledQuestion
+    from decide.jobs.questionset import decision_validator
 
     vocab = Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b"<pad>"], [256])
     schemas = {
@@ -213,8 +213,6 @@ def test_decision_validator_keeps_each_questions_draft_and_references() -> None:
         "p": {"$defs": {"k": {"enum": ["a", "b"]}}, "$ref": "#/$defs/k"},  # pydantic-style
     }
     questions = [CompiledQuestion(q, "?", s, compile_slot(s, vocab)) for q, s in schemas.items()]
-    engine = DecisionEngine.__new__(DecisionEngine)
-    engine._validators, engine.rules = {}, None
-    validator = engine.validator(questions)
+    validator = decision_validator(questions)
     assert validator.is_valid({"t": 4.5, "p": "a"})
     assert not validator.is_valid({"t": 5, "p": "a"}) and not validator.is_valid({"t": 1, "p": "c"})

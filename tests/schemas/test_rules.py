@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from decide.engine import load_model
 from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.failures import FailureKind
+from decide.jobs.questionset import QuestionsRefused, Stage
 from decide.jobs.spec import Question
 from decide.schemas import SchemaError
 
@@ -54,9 +56,11 @@ def _compiled(engine):
 )  # fmt: skip
 def test_unenforceable_rules_are_refused_with_a_pointer(loaded, rules, pointer) -> None:
     engine = _engine(loaded, rules)
-    with pytest.raises(SchemaError) as info:
-        engine.ruleset(_compiled(engine))
-    assert str(info.value).startswith(pointer), str(info.value)
+    with pytest.raises(QuestionsRefused) as info:
+        engine.questions(_compiled(engine))
+    assert info.value.stage is Stage.rules and info.value.kind is FailureKind.schema_refused
+    assert isinstance(info.value.cause, SchemaError)
+    assert str(info.value.cause).startswith(pointer), str(info.value)
 
 
 def test_if_then_else_is_enforced(loaded) -> None:
@@ -74,7 +78,9 @@ def test_if_then_else_is_enforced(loaded) -> None:
     for d in decisions:
         assert d.answers["kind"] in ("b", "c")
         assert (d.answers["n"] == 0) if not d.answers["ok"] else (d.answers["n"] >= 100)
-    assert engine.ruleset(compiled).rules  # three rules compiled, two with something to enforce
+    assert engine.questions(
+        compiled
+    ).ruleset.rules  # three rules compiled, two with something to enforce
 
 
 def test_infeasible_rules_fail_the_row_with_a_reason(loaded) -> None:
