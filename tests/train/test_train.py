@@ -123,7 +123,9 @@ def test_the_recipe_draws_drills_with_given_answers(base) -> None:
     loaded = load_model(base)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
     only = {name: 0.0 for name in DEPENDENCY_INPUTS} | {"over_limit": 1.0}
-    rows = row_sampler(mams_share=0.0, drill_share=1.0, drill_weights=only)
+    rows = row_sampler(
+        loaded.tokenizer.tokenizer, mams_share=0.0, drill_share=1.0, drill_weights=only
+    )
     batch = draw_batch(builder, rows, replace(CONFIG, batch_size=6), step=0)
     assert len(batch) == 6 and all(example.slots for example in batch)
     # the same rows drawn again, built without their given ids: the amount and limit slots come
