@@ -336,3 +336,10 @@ def test_half_of_training_cities_are_one_piece_of_the_tokenizer_it_is_given() ->
     whole = set(cities) & set(entities.one_piece_cities(bert))
     assert len(whole) > 500  # a pool, not a list to memorise
     assert set(entities.one_piece_cities(bert)) != set(entities.one_piece_cities(gpt2))
+
+
+def test_a_domains_sample_is_the_generators_document_without_its_questions() -> None:
+    for name, domain in synthetic.DOMAINS.items():
+        text, gold = domain.sample(random.Random(2), "test")
+        _, same, _, asked = synthetic.sample_document(random.Random(2), "test", name)
+        assert same == text and asked.items() <= gold.items() and len(gold) == len(domain.questions)

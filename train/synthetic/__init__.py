@@ -52,7 +52,11 @@ __all__ = [
 class Domain:
     name: str
     questions: list[dict[str, Any]]  # job-format questions (id, text, schema)
-    sample: Callable[[Draw], tuple[str, dict[str, Any]]]
+    write: Callable[[Draw], tuple[str, dict[str, Any]]]  # a document and its gold answers
+
+    def sample(self, rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
+        """A document and its gold answers, without a tokenizer (`Generator` takes one)."""
+        return self.write(Generator().draw(rng, split))
 
 
 DOMAINS = {
@@ -110,7 +114,7 @@ class Generator:
         draw = self.draw(rng, split)
         name = domain or rng.choice(sorted(DOMAINS))
         spec = DOMAINS[name]
-        text, gold = spec.sample(draw)
+        text, gold = spec.write(draw)
         count = rng.randint(min_q, min(max_q, len(spec.questions)))
         chosen = sorted(rng.sample(range(len(spec.questions)), count))
         questions = [spec.questions[i] for i in chosen]
@@ -143,7 +147,7 @@ class Generator:
         chance = [1.0 if weights is None else weights.get(name, 1.0) for name in names]
         derived = rng.choices(names, weights=chance)[0]
         domain = next(d for d in DOMAINS.values() if any(q["id"] == derived for q in d.questions))
-        text, gold = domain.sample(self.draw(rng, split))
+        text, gold = domain.write(self.draw(rng, split))
         given = set(DEPENDENCY_INPUTS[derived])
         questions = [q for q in domain.questions if q["id"] in given | {derived}]  # inputs first
         return text, questions, {q["id"]: gold[q["id"]] for q in questions}, given
