@@ -55,7 +55,7 @@ def _traced(split: str, seeds: range, per_seed: int) -> list[tuple[str, str]]:
     for seed in seeds:
         rng = random.Random(seed)
         for _ in range(per_seed):
-            found += generator.traced(rng, split)[1]
+            generator.sample_document(rng, split, trace=found)
     return found
 
 

@@ -10,9 +10,10 @@ questions depend on each other. Phrasings live in data files (`tables`).
 The held-out split is defined by what a document is made of, not by the order of random draws:
 every phrasing table has `train` and `held_out` phrasings and every entity list a held-out part
 (`tables`); a `split="test"` document draws only held-out phrasings and entities, a training one
-only training phrasings and entities that hold no word of a held-out one, whatever the seed. The
-`trace` of `Generator.traced` lists what a document was made of, and `tables.trace_side` tells the
-side of each part. Distractor sentences (they state no fact) are drawn by both splits.
+only training phrasings and entities that hold no word of a held-out one, whatever the seed.
+`Generator.sample_document(..., trace=...)` lists what a document was made of, and
+`tables.trace_side` tells the side of each part. Distractor sentences (they state no fact) are
+drawn by both splits.
 
 Training documents are widened beyond the lists: most names and cities come from thousands of real
 ones or are made up, and cues and sentences often come from the tables' `extra` phrasings. Callers
@@ -102,24 +103,6 @@ class Generator:
             raise ValueError(f"split must be 'train' or 'test', not {split!r}")
         return Draw(rng, split, self.whole_cities)
 
-    def traced(
-        self,
-        rng: random.Random,
-        split: Split,
-        domain: str | None = None,
-        min_q: int = 4,
-        max_q: int = 9,
-    ) -> tuple[Document, list[tuple[str, str]]]:
-        """`sample_document` and the trace of every phrasing and entity drawn for it."""
-        draw = self.draw(rng, split)
-        name = domain or rng.choice(sorted(DOMAINS))
-        spec = DOMAINS[name]
-        text, gold = spec.write(draw)
-        count = rng.randint(min_q, min(max_q, len(spec.questions)))
-        chosen = sorted(rng.sample(range(len(spec.questions)), count))
-        questions = [spec.questions[i] for i in chosen]
-        return (name, text, questions, {q["id"]: gold[q["id"]] for q in questions}), draw.trace
-
     def sample_document(
         self,
         rng: random.Random,
@@ -127,10 +110,21 @@ class Generator:
         domain: str | None = None,
         min_q: int = 4,
         max_q: int = 9,
+        trace: list[tuple[str, str]] | None = None,
     ) -> Document:
         """(domain, document, questions, gold answers): `min_q`–`max_q` of the domain's questions
-        (nine make two blocks), in their defined order, with the gold value of each."""
-        return self.traced(rng, split, domain, min_q, max_q)[0]
+        (nine make two blocks), in their defined order, with the gold value of each. `trace`, if
+        given, gets every phrasing and entity drawn for the document (`Draw.trace`)."""
+        draw = self.draw(rng, split)
+        name = domain or rng.choice(sorted(DOMAINS))
+        spec = DOMAINS[name]
+        text, gold = spec.write(draw)
+        count = rng.randint(min_q, min(max_q, len(spec.questions)))
+        chosen = sorted(rng.sample(range(len(spec.questions)), count))
+        questions = [spec.questions[i] for i in chosen]
+        if trace is not None:
+            trace.extend(draw.trace)
+        return name, text, questions, {q["id"]: gold[q["id"]] for q in questions}
 
     def derived_drill(
         self, rng: random.Random, split: Split, weights: dict[str, float] | None = None
