@@ -31,7 +31,7 @@ def steps_per_second(model_dir: Path, config: TrainConfig, steps: int) -> tuple[
     loaded = load_model(model_dir, dtype="float32", device="cpu")
     model = loaded.model.train().requires_grad_(True)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
-    rows = row_sampler()
+    rows = row_sampler(loaded.tokenizer.tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     losses, started = [], 0.0
     for step in range(steps + 1):

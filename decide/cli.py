@@ -439,22 +439,26 @@ def train(
 
     try:
         if recipe == "bundled":
-            from decide.train.bundled import PACKAGE_MODEL, RECIPE_STEPS, build
+            from decide.train.bundled import RECIPE_STEPS as default_steps
+        else:
+            default_steps = TrainConfig.steps
+        config = TrainConfig(
+            steps=steps or default_steps,
+            minutes=minutes,
+            stop_at=stop_at,
+            seed=seed,
+            batch_size=batch_size,
+            lr=lr,
+            weighting=weighting,
+            cap_weight=cap_weight,
+            device=device,
+            bf16=bf16,
+            workers=workers,
+            save_every=save_every,
+        )
+        if recipe == "bundled":
+            from decide.train.bundled import PACKAGE_MODEL, build
 
-            config = TrainConfig(
-                steps=steps or RECIPE_STEPS,
-                minutes=minutes,
-                stop_at=stop_at,
-                seed=seed,
-                batch_size=batch_size,
-                lr=lr,
-                weighting=weighting,
-                cap_weight=cap_weight,
-                device=device,
-                bf16=bf16,
-                workers=workers,
-                save_every=save_every,
-            )
             summary = build(
                 work,
                 config,
@@ -469,20 +473,6 @@ def train(
 
             if data is None or init is None or output is None:
                 raise SpecError("decide train needs DATA, --init and -o (or --recipe bundled)")
-            config = TrainConfig(
-                steps=steps or 1000,
-                minutes=minutes,
-                stop_at=stop_at,
-                seed=seed,
-                batch_size=batch_size,
-                lr=lr,
-                weighting=weighting,
-                cap_weight=cap_weight,
-                device=device,
-                bf16=bf16,
-                workers=workers,
-                save_every=save_every,
-            )
             summary = train_from_parquet(
                 data,
                 init,

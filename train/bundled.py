@@ -103,6 +103,7 @@ def build_init(work: Path) -> Path:
 
 
 def row_sampler(
+    tokenizer: Tokenizer | None,
     mams_share: float = MAMS_SHARE,
     drill_share: float = DRILL_SHARE,
     drill_weights: dict[str, float] | None = DRILL_WEIGHTS,
@@ -110,16 +111,18 @@ def row_sampler(
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
     question asked after its inputs, whose answers are given (`synthetic.derived_drill`, the
-    derived question drawn by `drill_weights`)."""
+    derived question drawn by `drill_weights`). `tokenizer` is the trained model's (see
+    `synthetic.Generator`)."""
     reviews = mams.load("train")
+    generator = synthetic.Generator(tokenizer)
 
     def rows(rng: random.Random) -> tuple[Any, ...]:
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
         if drill_share and rng.random() < drill_share:
-            return synthetic.derived_drill(rng, "train", drill_weights)
-        _, text, questions, gold = synthetic.sample_document(rng, "train")
+            return generator.derived_drill(rng, "train", drill_weights)
+        _, text, questions, gold = generator.sample_document(rng, "train")
         return text, questions, gold
 
     return rows
@@ -167,7 +170,8 @@ def build(
         init = work / "init"
         if not (init / "model.safetensors").is_file():
             build_init(work)
-    summary = train(init, row_sampler(), work / "run", config, resume=resume, progress=progress)
+    rows = row_sampler(Tokenizer.from_file(str(init / "tokenizer.json")))
+    summary = train(init, rows, work / "run", config, resume=resume, progress=progress)
     if target is not None:
         export(work / "run", target)
     return summary

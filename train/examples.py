@@ -14,7 +14,6 @@ lower-cased when that makes it spellable (`Example.lowered` counts it), else the
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -139,13 +138,3 @@ class ExampleBuilder:
             self.stats.skip("every answer given")
             return None
         return Example(ids=ids, slots=slots, is_value=is_value, question=question)
-
-
-def rows_from_frame(frame: Any, gold_column: str, spec_questions: list[dict] | None = None):
-    """(document, questions, gold) triples from a job-format polars frame with a gold column
-    (JSON text of the decision object)."""
-    for row in frame.iter_rows(named=True):
-        questions = spec_questions
-        if row.get("questions") is not None:
-            questions = row["questions"]
-        yield row["document"], questions or [], json.loads(row[gold_column])

@@ -11,7 +11,7 @@ so a one-token boolean weighs as much as a 24-token name.
 With `cap_weight` a masked position weighs 1/max(t, m) instead of 1/t, where m is the share of the
 slot positions actually masked: the same for whole blocks (m is about t), but an example with one
 maskable slot (a derived drill, `synthetic.derived_drill`) has that slot masked whatever t is
-drawn, and would otherwise weigh 1/t, without bound as t → 0 (docs/bundled-model.md, "Stage 8").
+drawn, and would otherwise weigh 1/t, without bound as t → 0 (docs/bundled-model.md, changelog).
 
 Everything random (which rows, which block, t, which positions) is drawn from generators seeded by
 `(seed, step)`, so a run is deterministic for a seed and a resumed run continues exactly where the

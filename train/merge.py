@@ -3,7 +3,7 @@
 Two fine-tunes from a common ancestor often sit in one basin of the loss, so the average of their
 weights can keep what each learned (model soups, WiSE-FT). The bundled model is such an average:
 stage 7 (strong on stated facts) and stage 9a (it learned to compare amounts) at w = 0.5
-(docs/bundled-model.md, "Stage 9").
+(docs/bundled-model.md, changelog, stage 9).
 
 The two directories must hold the same model: the same config.json (up to `torch_dtype`), the
 same tokenizer.json, the same tensor names and shapes. Tensors are mixed in fp32 and stored in

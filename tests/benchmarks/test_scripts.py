@@ -24,11 +24,7 @@ CASES = {
     "mfu": ["--batch-sizes", "16", "--window", "8", "--prefix", "16", "--reps", "1", "--dtypes",
             "fp32", "--llama-layers", "1"],
     "train_precision": ["--steps", "1", "--batch-size", "1"],
-    "option_scoring": ["--batch-sizes", "1", "--reps", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
-    "derived_inputs": ["--docs", "6"],
-    "comparison_probe": ["--docs", "12"],
-    "step_cap": ["--docs", "3", "--max-steps", "1", "--models", "tiny", "--reps", "1"],
 }  # fmt: skip
 
 

@@ -54,11 +54,11 @@ def test_examples_are_packed_like_inference(base) -> None:
     example = builder.build(text, questions, gold, rng)
     assert example is not None
     # The prompt is exactly the inference prompt; slots hold the gold spelling, then filler.
-    compiled = [builder.compiler.compile(__import__("decide.jobs.spec", fromlist=["Question"])
+    compiled = [builder.book.compile(__import__("decide.jobs.spec", fromlist=["Question"])
                 .Question.model_validate(q)) for q in questions]  # fmt: skip
     packed = builder.packer.pack(text, compiled)
     assert example.ids[: len(packed.request.prompt)] == list(packed.request.prompt)
-    filler = builder.compiler.filler_id
+    filler = builder.book.filler_id
     for position, is_value in zip(example.slots, example.is_value, strict=True):
         assert (example.ids[position] != filler) == is_value
     decoded = json.loads(loaded.tokenizer.decode(
@@ -86,7 +86,7 @@ def test_loss_masks_answer_slots_only(base) -> None:
         def logits(self, hidden):
             return self.inner.logits(hidden)
 
-    loss = batch_loss(Recorder(), examples, loaded.config.mask_token_id, builder.compiler.filler_id,
+    loss = batch_loss(Recorder(), examples, loaded.config.mask_token_id, builder.book.filler_id,
                       torch.Generator().manual_seed(0), 0.25)  # fmt: skip
     assert torch.isfinite(loss) and loss > 0
     masked = seen[0] == loaded.config.mask_token_id
@@ -109,7 +109,7 @@ def test_given_answers_stay_in_their_slots_and_are_never_masked(base) -> None:
     # what remains maskable is exactly the derived question's slot (the last question)
     assert set(drill.question) == {max(full.question)}
     masked = batch_loss(loaded.model, [drill], loaded.config.mask_token_id,
-                        builder.compiler.filler_id, torch.Generator().manual_seed(0), 0.25)  # fmt: skip
+                        builder.book.filler_id, torch.Generator().manual_seed(0), 0.25)  # fmt: skip
     assert torch.isfinite(masked)
     every = {q["id"] for q in questions}
     assert builder.build(text, questions, gold, random.Random(0), every) is None
@@ -123,7 +123,9 @@ def test_the_recipe_draws_drills_with_given_answers(base) -> None:
     loaded = load_model(base)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
     only = {name: 0.0 for name in DEPENDENCY_INPUTS} | {"over_limit": 1.0}
-    rows = row_sampler(mams_share=0.0, drill_share=1.0, drill_weights=only)
+    rows = row_sampler(
+        loaded.tokenizer.tokenizer, mams_share=0.0, drill_share=1.0, drill_weights=only
+    )
     batch = draw_batch(builder, rows, replace(CONFIG, batch_size=6), step=0)
     assert len(batch) == 6 and all(example.slots for example in batch)
     # the same rows drawn again, built without their given ids: the amount and limit slots come
@@ -267,7 +269,7 @@ def test_capped_weight_bounds_a_drill_with_one_maskable_slot(base) -> None:
         )
     # the option reaches the loss: smaller (the drawn t is below the masked share of 1)
     gen = lambda: torch.Generator().manual_seed(5)  # noqa: E731
-    args = (loaded.config.mask_token_id, builder.compiler.filler_id)
+    args = (loaded.config.mask_token_id, builder.book.filler_id)
     uncapped = batch_loss(loaded.model, [drill], *args, gen(), 1.0)
     capped = batch_loss(loaded.model, [drill], *args, gen(), 1.0, "positions", True)
     assert capped < uncapped and torch.isfinite(capped)

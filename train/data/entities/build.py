@@ -8,10 +8,9 @@ rebuild the file, never at training or run time:
     pip install faker==40.63.0 && python train/data/entities/build.py
 
 Kept: ASCII-only entries (an uncased WordPiece vocabulary strips accents, so "Córdoba" could
-never be spelled back exactly), names short enough for the
-name slots (a space or hyphen allowed in cities, at most 16 characters), and nothing
-from the held-out parts of `synthetic`'s own lists, so test documents still use entities never
-seen in training.
+never be spelled back exactly), names short enough for the name slots (a space or hyphen allowed
+in cities, at most 16 characters), and nothing from the held-out entity lists
+(data/synthetic/common.json), so test documents still use entities never seen in training.
 """
 
 from __future__ import annotations
@@ -35,12 +34,9 @@ CITY = re.compile(r"^[A-Z][a-z]+(?:[ -][A-Z][a-z]+)?$")
 
 
 def held_out() -> set[str]:
-    """Every entity of the test split, lower-cased: the tail of each of synthetic's lists."""
-    out: set[str] = set()
-    for items in (synthetic.FIRST, synthetic.LAST, synthetic.CITIES):
-        cut = max(1, int(len(items) * (1 - synthetic.HELD_OUT)))
-        out |= {x.casefold() for x in items[cut:]}
-    return out
+    """Every name and city of the test split, lower-cased (data/synthetic/common.json)."""
+    kinds = ("first", "last", "cities")
+    return {x.casefold() for k in kinds for x in synthetic.entity_list(k).held_out}
 
 
 def provider(kind: str, locale: str) -> type | None:

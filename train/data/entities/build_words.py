@@ -29,8 +29,8 @@ ROOT = HERE.parents[2]
 
 def held_out_words() -> set[str]:
     words: set[str] = set()
-    for items in (synthetic.FIRST, synthetic.LAST, synthetic.CITIES, synthetic.PRODUCTS):
-        for entity in items[max(1, int(len(items) * (1 - synthetic.HELD_OUT))) :]:
+    for kind in ("first", "last", "cities", "products"):
+        for entity in synthetic.entity_list(kind).held_out:
             words.update(entity.casefold().split())
     return words
 
