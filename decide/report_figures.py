@@ -7,8 +7,9 @@ run by polars' streaming engine, so memory follows the distinct answers of a que
 bounded lists (least confident, failures, samples), not the number of rows. No figure is built by
 a Python loop over rows, and failures are classified by their `error_kind` column (a
 `FailureKind` value; "unclassified" for error rows of parts written before the column), never by
-their message. Ties are broken by position (question order, then `_row`), so a figure does not
-depend on how polars schedules a query.
+their message. Ties are broken by values (question order, doc id, answer value), never by the
+order rows were written in, so a resumed job reports what an uninterrupted one does and a figure
+does not depend on how polars schedules a query.
 """
 
 from __future__ import annotations
@@ -116,20 +117,20 @@ def totals(parts: Parts) -> dict[str, Any]:
 
 
 def failures(parts: Parts, limit: int) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """Error rows by failure kind (most first, ties in order of first occurrence), and the first
-    `limit` error rows."""
+    """Error rows by failure kind (most first, ties by kind), and the `limit` error rows of the
+    smallest doc ids."""
     failed = parts.frame.filter(pl.col("status") == "error")
     kind = pl.col("error_kind").fill_null(UNCLASSIFIED) if "error_kind" in parts.schema else None
     by_kind = collect(
         failed.group_by((kind if kind is not None else pl.lit(UNCLASSIFIED)).alias("kind"))
-        .agg(pl.len().alias("n"), pl.col("_row").min().alias("first"))
-        .sort(["n", "first"], descending=[True, False])
+        .len("n")
+        .sort(["n", "kind"], descending=[True, False])
     )  # fmt: skip
-    listed = failed.select("_row", "doc_id", "error").bottom_k(limit, by="_row")
-    first = collect(listed.sort("_row"))
+    listed = failed.select("doc_id", "error").bottom_k(limit, by="doc_id").sort("doc_id")
+    first = collect(listed)
     return (
-        {k: int(n) for k, n, _ in by_kind.iter_rows()},
-        [{"doc_id": d, "error": e} for _, d, e in first.iter_rows()],
+        {k: int(n) for k, n in by_kind.iter_rows()},
+        [{"doc_id": d, "error": e} for d, e in first.iter_rows()],
     )
 
 
@@ -171,16 +172,16 @@ def confidence_figures(parts: Parts) -> tuple[dict[str, dict[str, Any]], dict[st
 
 def _distribution(parts: Parts, qid: str, stats: dict[str, Any]) -> dict[str, Any]:
     """Categories (few distinct values, or values that are not numbers: the most frequent
-    CATEGORY_LIMIT, ties in order of first occurrence) or a histogram over the numbers' range."""
+    CATEGORY_LIMIT, ties in value order) or a histogram over the numbers' range."""
     answered, distinct = stats["answered"], stats["distinct"]
     value = parts.answer(qid)
     if distinct <= CATEGORY_LIMIT or not parts.numeric(qid):
         top = collect(
-            parts.ok.select(value.alias("value"), "_row").drop_nulls("value")
-            .group_by("value").agg(pl.len().alias("count"), pl.col("_row").min().alias("first"))
-            .sort(["count", "first"], descending=[True, False]).head(CATEGORY_LIMIT)
+            parts.ok.select(value.alias("value")).drop_nulls("value")
+            .group_by("value").len("count")
+            .sort(["count", "value"], descending=[True, False]).head(CATEGORY_LIMIT)
         )  # fmt: skip
-        values = [{"value": v, "count": int(n)} for v, n, _ in top.iter_rows()]
+        values = [{"value": v, "count": int(n)} for v, n in top.iter_rows()]
         kind = "categories" if distinct <= CATEGORY_LIMIT else "top"
         other = answered - sum(v["count"] for v in values)
         return {"type": kind, "values": values, "other": other, "distinct": distinct}
@@ -225,11 +226,12 @@ def answer_figures(parts: Parts) -> dict[str, dict[str, Any]]:
 
 def least_confident(parts: Parts, limit: int) -> pl.DataFrame:
     """The `limit` least confident (document, question) answers: `conf`, `question`, `doc_id`,
-    `answers_json`; ties in question order, then row order."""
-    lowest = collect(parts.confidences().bottom_k(limit, by=["conf", "_q", "_row"])
-                     .sort(["conf", "_q", "_row"]))  # fmt: skip
-    return lowest.join(rows_by_index(parts, lowest["_row"], ["doc_id", "answers_json"]),
-                       on="_row", how="left", maintain_order="left")  # fmt: skip
+    `answers_json`; ties in question order, then doc id order."""
+    order = ["conf", "_q", "doc_id"]
+    ids = parts.ok.select("_row", "doc_id")
+    lowest = collect(parts.confidences().join(ids, on="_row").bottom_k(limit, by=order).sort(order))
+    found = rows_by_index(parts, lowest["_row"], ["answers_json"])
+    return lowest.join(found, on="_row", how="left", maintain_order="left")
 
 
 def rows_by_index(parts: Parts, rows: pl.Series, columns: list[str]) -> pl.DataFrame:

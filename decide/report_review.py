@@ -50,15 +50,15 @@ def calibration_report(manifest: Manifest, parts: Parts) -> dict[str, Any] | Non
     queue: list[dict[str, Any]] = []
     if "review" in parts.schema:
         # Each flagged row's least confident answer (the first question of equal ones), least
-        # confident rows first, ties in row order.
+        # confident rows first, ties in doc id order.
         flagged = parts.ok.filter(pl.col("review").fill_null(False)).select("_row", "doc_id")
         lowest = (
             long.join(flagged, on="_row")
             .group_by("_row")
             .agg(conf.min().alias("confidence"),
                  pl.col("question").sort_by(["conf", "_q"]).first(), pl.col("doc_id").first())
-            .bottom_k(QUEUE, by=["confidence", "_row"])
-            .sort(["confidence", "_row"])
+            .bottom_k(QUEUE, by=["confidence", "doc_id"])
+            .sort(["confidence", "doc_id"])
         )  # fmt: skip
         queue = collect(lowest.select("doc_id", "question", "confidence")).to_dicts()
     return {

@@ -33,8 +33,11 @@ class _Part(BaseModel):
 class QuestionEntry(_Part):
     """A question of the spec as the report shows it (the rest of its fields are kept)."""
 
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
     id: str
     text: str = ""
+    schema_: Any = Field(default=True, alias="schema")
 
 
 class InputColumns(_Part):
@@ -136,4 +139,5 @@ class Manifest(_Part):
 
     def dump(self) -> str:
         """The JSON text written to manifest.json."""
-        return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        data = self.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -199,7 +199,9 @@ def _reference_report(out: Path) -> dict[str, Any]:
             present = pl.Series([json.dumps(v, separators=(",", ":")) for v in present.to_list()])
         distinct = present.n_unique()
         if distinct <= f.CATEGORY_LIMIT or not present.dtype.is_numeric():
-            top = present.value_counts(sort=True, name="n").head(f.CATEGORY_LIMIT)
+            counts = present.value_counts(name="n")
+            top = counts.sort(["n", counts.columns[0]], descending=[True, False])
+            top = top.head(f.CATEGORY_LIMIT)
             values = [{"value": v, "count": n} for v, n in top.iter_rows()]
             return {"type": "categories" if distinct <= f.CATEGORY_LIMIT else "top",
                     "values": values, "other": present.len() - sum(v["count"] for v in values),
@@ -223,7 +225,9 @@ def _reference_report(out: Path) -> dict[str, Any]:
         .unpivot(index="doc_id", variable_name="question", value_name="conf")
         .drop_nulls("conf")
     )
-    least = long.sort("conf", maintain_order=True).head(r.LOWEST)
+    order = {q["id"]: i for i, q in enumerate(MANY_QUESTIONS)}
+    least = long.sort([pl.col("conf"), pl.col("question").replace_strict(order), pl.col("doc_id")])
+    least = least.head(r.LOWEST).select("doc_id", "question", "conf")
     answers_json = dict(ok.select("doc_id", "answers_json").iter_rows())
     nfe, tokens = int(frame["nfe"].sum()), int(frame["value_tokens"].sum())
     return {
@@ -244,7 +248,8 @@ def _reference_report(out: Path) -> dict[str, Any]:
                                "answer": json.loads(answers_json[d]).get(q)}
                               for d, q, c in least.iter_rows()],
         "failures": [{"doc_id": d, "error": e}
-                     for d, e in failed.select("doc_id", "error").head(r.FAILURES).iter_rows()],
+                     for d, e in failed.select("doc_id", "error").sort("doc_id")
+                     .head(r.FAILURES).iter_rows()],
         "rules": {"declared": True, "narrowed": {},
                   "violations": reasons.get("answer_invalid", 0)
                   + reasons.get("rule_violated", 0)},
