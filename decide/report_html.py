@@ -63,7 +63,7 @@ def fmt(value: Any, digits: int = 2) -> str:
 def number_label(value: float, step: float) -> str:
     """A bin edge as people write numbers: thousands separated, as many decimals as the bin
     width needs, never scientific notation (12,140 and 0.25, not 1.214e+04)."""
-    decimals = 0 if step >= 1 else min(12, 1 - math.floor(math.log10(step)))
+    decimals = 0 if step >= 1 else min(12, -math.floor(math.log10(step)))
     return f"{value:,.{decimals}f}"
 
 

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from decide.cli import main
 from decide.jobs.columns import answer_fields, answers_dtype
 from decide.jobs.spec import parse_spec
 from decide.report import ReportError, build_report, sample_documents, validate_report, write_report
+from decide.report_html import number_label, render_html
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -295,6 +297,28 @@ def test_streamed_report_equals_the_all_in_memory_one(
     assert len(ties) > len(set(ties))  # the order of equal confidences was checked too
     write_report(out)
     assert (out / "report.html").is_file()
+
+
+def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path: Path) -> None:
+    assert [number_label(v, s) for v, s in ((12140.0, 1214.0), (-2.0, 0.4), (0.25, 0.05))] == [
+        "12,140", "-2.0", "0.25"
+    ]  # fmt: skip
+    out = _write_output(tmp_path / "out", [37, 0, 12, 61], seed=2)
+    report = build_report(out)
+    never = next(q for q in report["questions"] if q["id"] == "never")
+    assert never["answered"] == 0 and never["nulls"] > 0 and never["answered_confidence"] is None
+    assert never["confidence"]["mean"] is not None  # the null answers have confidences
+    report["failures"][0]["error"] = "<img src=x onerror=alert(1)>"
+    page = render_html(report, sample_documents(out, report))
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    chart = page[page.index("<h3>never ") :]
+    chart = chart[: chart.index("</div>")]
+    assert "no answers" in chart and f"0 answered, {never['nulls']} null</p>" in chart
+    assert "mean confidence" not in chart
+    amount = page[page.index("<h3>amount ") :]
+    labels = re.findall(r'text-anchor="middle">([^<]*)</text>', amount[: amount.index("</svg>")])
+    assert labels and not any("e+" in label for label in labels)
+    assert any(re.fullmatch(r"\d{1,2},\d{3}", label) for label in labels)
 
 
 def test_sampled_documents_stream_and_stay_seeded(
