@@ -87,25 +87,20 @@ def _mean(value: Any) -> float | None:
 
 def totals(parts: Parts) -> dict[str, Any]:
     """Rows, outcomes, forward passes and answer tokens over every part."""
-    frame = parts.frame
-    row = collect(frame.select(
+    columns = [
         pl.len().alias("decided"),
         (pl.col("status") == "ok").sum().alias("ok"),
         (pl.col("status") == "error").sum().alias("failed"),
         pl.col("nfe").sum().alias("nfe"),
-        pl.col("value_tokens").sum().alias("value_tokens"),
-        pl.col("value_tokens").null_count().alias("unrecorded"),
-        pl.col("filler_tokens").sum().alias("filler_tokens"),
-    ) if "value_tokens" in parts.schema else frame.select(
-        pl.len().alias("decided"),
-        (pl.col("status") == "ok").sum().alias("ok"),
-        (pl.col("status") == "error").sum().alias("failed"),
-        pl.col("nfe").sum().alias("nfe"),
-        pl.len().alias("unrecorded"),
-    )).row(0, named=True)  # fmt: skip
+    ]
+    recorded = "value_tokens" in parts.schema and "filler_tokens" in parts.schema
+    if recorded:
+        columns += [pl.col("value_tokens").sum(), pl.col("filler_tokens").sum(),
+                    pl.col("value_tokens").null_count().alias("unrecorded")]  # fmt: skip
+    row = collect(parts.frame.select(columns)).row(0, named=True)
     # Token counts are a total of every row or nothing: parts written before they were recorded
     # would make a partial sum look like a figure.
-    recorded = row["unrecorded"] == 0 and "value_tokens" in parts.schema
+    recorded = recorded and row["unrecorded"] == 0
     return {
         "decided": int(row["decided"]),
         "ok": int(row["ok"] or 0),
@@ -120,14 +115,13 @@ def failures(parts: Parts, limit: int) -> tuple[dict[str, int], list[dict[str, A
     """Error rows by failure kind (most first, ties by kind), and the `limit` error rows of the
     smallest doc ids."""
     failed = parts.frame.filter(pl.col("status") == "error")
-    kind = pl.col("error_kind").fill_null(UNCLASSIFIED) if "error_kind" in parts.schema else None
+    kind = pl.col("error_kind") if "error_kind" in parts.schema else pl.lit(None, pl.String)
     by_kind = collect(
-        failed.group_by((kind if kind is not None else pl.lit(UNCLASSIFIED)).alias("kind"))
+        failed.group_by(kind.fill_null(UNCLASSIFIED).alias("kind"))
         .len("n")
         .sort(["n", "kind"], descending=[True, False])
-    )  # fmt: skip
-    listed = failed.select("doc_id", "error").bottom_k(limit, by="doc_id").sort("doc_id")
-    first = collect(listed)
+    )
+    first = collect(failed.select("doc_id", "error").bottom_k(limit, by="doc_id").sort("doc_id"))
     return (
         {k: int(n) for k, n in by_kind.iter_rows()},
         [{"doc_id": d, "error": e} for d, e in first.iter_rows()],

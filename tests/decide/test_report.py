@@ -321,6 +321,28 @@ def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path:
     assert any(re.fullmatch(r"\d{1,2},\d{3}", label) for label in labels)
 
 
+def test_parts_written_before_the_token_and_kind_columns(tmp_path: Path) -> None:
+    out = _write_output(tmp_path / "out", [30, 12, 20], seed=3)
+    first = out / "answers" / "part-00000.parquet"
+    old = pl.read_parquet(first)
+    old.drop("value_tokens", "filler_tokens", "error_kind").write_parquet(first)
+    report = build_report(out)
+    validate_report(report)
+    throughput = report["throughput"]
+    assert throughput["answer_tokens"] is None and throughput["filler_tokens"] is None
+    assert throughput["answer_tokens_per_forward_pass"] is None
+    parts = sorted((out / "answers").glob("*.parquet"))
+    assert throughput["forward_passes"] == sum(pl.read_parquet(p)["nfe"].sum() for p in parts)
+    # Error rows of the old part have no kind; neither have those of the newer parts whose kind
+    # is null.
+    later = pl.read_parquet(parts[1:])
+    unclassified = (
+        old.filter(pl.col("status") == "error").height
+        + later.filter((pl.col("status") == "error") & pl.col("error_kind").is_null()).height
+    )
+    assert report["counts"]["failed_by_reason"]["unclassified"] == unclassified > 0
+
+
 def test_sampled_documents_stream_and_stay_seeded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
