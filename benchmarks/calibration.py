@@ -50,7 +50,7 @@ def decide(engine: DecisionEngine, docs: list[tuple[str, list[dict], dict]]) -> 
     """Per answer: doc, qid, kind, confidence, right."""
     items = []
     for i, (text, questions, _) in enumerate(docs):
-        compiled = [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+        compiled = engine.questions([Question.model_validate(q) for q in questions])
         items.append(Item(i, text, compiled))
     decided = {d.doc_id: d for d in engine.decide(items)}
     rows = []

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from decide.bundled import bundled_model_path
 from decide.engine import load_model
 from decide.engine.loader import LoadedModel
 from decide.engine.synthetic import write_random_checkpoint
 from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.models import bundled_model_path
 from decide.jobs.questions import CompiledQuestion, special_ids
 from decide.jobs.spec import Decoding, Question
 from decide.schemas import Vocabulary
@@ -121,7 +121,7 @@ def set_decoding(engine: DecisionEngine, batch_size: int | None = None, **decodi
 
 
 def compile_questions(engine: DecisionEngine, questions: Sequence[dict]) -> list[CompiledQuestion]:
-    return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+    return engine.questions([Question.model_validate(q) for q in questions])
 
 
 def items(engine: DecisionEngine, docs: Sequence[Doc]) -> list[Item]:

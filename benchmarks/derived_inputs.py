@@ -56,7 +56,7 @@ def main() -> None:
     right: dict[str, Counter] = {q: Counter() for q in DEPENDENCY_INPUTS}
     golds: dict[str, Counter] = {q: Counter() for q in DEPENDENCY_INPUTS}
     for text, questions, gold in synthetic_documents(args.docs, args.seed):
-        compiled = [builder.compiler.compile(q) for q in parse_questions(questions, "row")]
+        compiled = builder.book.build(parse_questions(questions, "row")).questions
         packed = builder.packer.pack(text, compiled)
         for qid in DEPENDENCY_INPUTS.keys() & gold.keys():
             block = next(b for b, g in enumerate(packed.groups) if any(q.id == qid for q in g))
@@ -76,7 +76,7 @@ def main() -> None:
                 hidden = model(ids, None, window_lens=torch.tensor([len(example.ids)] * 2))
                 logp = torch.log_softmax(model.logits(hidden[:, mine]).float(), -1)  # [2, L, V]
             question = group[index[qid]]
-            options = question.slot.new_constraint(builder.compiler.filler_id).options()
+            options = question.slot.new_constraint(builder.book.filler_id).options()
             positions = torch.arange(len(mine))
             scores = torch.stack([logp[:, positions, torch.tensor(o)].sum(-1) for o in options])
             truth = [example.ids[p] for p in mine]

@@ -65,8 +65,7 @@ RULED = {
 
 def run(loaded, domain: str, docs: list, rules: dict | None, batch: int) -> dict[str, Any]:
     engine = DecisionEngine(loaded, batch_size=batch, rules=rules)
-    questions = [engine.compiler.compile(Question.model_validate(q))
-                 for q in DOMAINS[domain].questions]  # fmt: skip
+    questions = engine.questions([Question.model_validate(q) for q in DOMAINS[domain].questions])
     decided = {d.doc_id: d for d in engine.decide(
         Item(i, text, questions) for i, (text, _) in enumerate(docs))}  # fmt: skip
     check = jsonschema.Draft202012Validator(RULES[domain])

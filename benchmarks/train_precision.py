@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from decide.bundled import bundled_model_path
 from decide.engine import load_model
+from decide.jobs.models import bundled_model_path
 from decide.train.bundled import row_sampler
 from decide.train.examples import ExampleBuilder
 from decide.train.loop import TrainConfig, batch_loss, bf16_is_fast, draw_batch
@@ -41,7 +41,7 @@ def steps_per_second(model_dir: Path, config: TrainConfig, steps: int) -> tuple[
         gen = torch.Generator().manual_seed(step)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.bf16)):
             loss = batch_loss(model, batch, loaded.config.mask_token_id,
-                              builder.compiler.filler_id, gen, config.filler_weight,
+                              builder.book.filler_id, gen, config.filler_weight,
                               config.weighting)  # fmt: skip
         loss.backward()
         optimizer.step()

@@ -23,11 +23,11 @@ from decide.engine import load_model
 from decide.jobs import runner
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.failures import DecisionError, FailureKind, api_message
-from decide.jobs.runner import JobResult, resolve_device
-from decide.jobs.spec import Decoding, JobSpec, Question, SpecError, load_spec, parse_spec
-from decide.schemas import SchemaError
+from decide.jobs.models import resolve_model_path
+from decide.jobs.questionset import QuestionSet, QuestionsRefused
+from decide.jobs.runner import JobResult, resolve_device, spec_refusal
+from decide.jobs.spec import JobSpec, Question, SpecError, load_spec, parse_spec
 
-from .bundled import resolve_model_path
 from .report import write_report
 
 QuestionLike = Question | Mapping[str, Any]
@@ -64,25 +64,24 @@ class Decider:
         self.loaded = load_model(
             resolve_model_path(model), device=resolve_device(device), dtype=dtype
         )
-        self.engine = DecisionEngine(
-            self.loaded,
-            Decoding(**decoding),
-            batch_size=batch_size,
-            instruction=instruction,
-            long_documents=long_documents,
-            rules=rules,
-            partial_rows=partial_rows,
-            dates=parse_spec({"dates": dict(dates or {})}, "dates").dates.policy(),
+        spec = parse_spec(
+            {
+                "decoding": decoding,
+                "long_documents": long_documents,
+                "instruction": instruction,
+                "rules": rules,
+                "partial_rows": partial_rows,
+                "dates": dict(dates or {}),
+            },
+            "Decider options",
         )
+        self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
 
-    def _compile(self, questions: Sequence[QuestionLike]):
-        compiled = []
-        for q in _questions(questions):
-            try:
-                compiled.append(self.engine.compiler.compile(q))
-            except SchemaError as exc:
-                raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
-        return compiled
+    def _compile(self, questions: Sequence[QuestionLike]) -> QuestionSet:
+        try:
+            return self.engine.questions(_questions(questions))
+        except QuestionsRefused as exc:
+            raise SpecError(spec_refusal(exc)) from exc
 
     def decide(self, document: str, questions: Sequence[QuestionLike]) -> Decision:
         """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when

@@ -44,9 +44,9 @@ def inspect(model_dir: Path | None) -> None:
     """
     import torch
 
-    from decide.bundled import resolve_model_path
     from decide.engine import load_config, resolution
     from decide.engine.checkpoint import describe_weights
+    from decide.jobs.models import resolve_model_path
     from decide.jobs.spec import SpecError
 
     try:
@@ -283,9 +283,10 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     Example:
       decide validate examples/claims.yaml
     """
-    from decide.bundled import resolve_model_path
     from decide.engine import load_config
-    from decide.jobs.questions import QuestionCompiler
+    from decide.jobs.models import resolve_model_path
+    from decide.jobs.questionset import QuestionBook, QuestionsRefused
+    from decide.jobs.runner import spec_refusal
     from decide.jobs.spec import SpecError, load_spec
     from decide.schemas import check_questions, render_table
 
@@ -293,54 +294,41 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         spec = load_spec(spec_path)
         path = resolve_model_path(model if model is not None else spec.model)
         _, config, tokenizer = load_config(path)
-        compiler = QuestionCompiler(config, tokenizer)
+        book = QuestionBook.for_spec(config, tokenizer, spec)
     except (SpecError, ModelLoadError) as exc:
         _fail(str(exc))
         return
     if not spec.questions:
         _fail(f"{spec_path}: the spec has no questions (per-row questions are checked by `run`)")
     asked = [q for q in spec.questions if q.derive is None]
+    vocabulary = book.compiler.vocabulary
     reports = check_questions(
         [(q.id, q.schema_) for q in asked],
-        compiler.vocabulary,
+        vocabulary,
         extract=[q.id for q in asked if q.extract],
         strict=strict,
     )
-    click.echo(f"model: {path} ({config.model_type}, {compiler.vocabulary.size} tokens)")
+    click.echo(f"model: {path} ({config.model_type}, {vocabulary.size} tokens)")
     click.echo(render_table(reports))
     refused = [r.question_id for r in reports if not r.supported]
     if refused:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo(f"all {len(reports)} questions supported")
-    if len(asked) < len(spec.questions):
-        from decide.jobs.derive import plan_derived
-
-        plan = plan_derived([(q.id, q.schema_, q.derive) for q in spec.questions])  # checked
-        for d in plan.order:
-            click.echo(
-                f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
-                + ", ".join(d.inputs)
-            )
+    try:
+        qset = book.build(spec.questions)
+    except QuestionsRefused as exc:
+        _fail(spec_refusal(exc))
+        return
+    for d in qset.plan.order:
+        click.echo(
+            f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
+            + ", ".join(d.inputs)
+        )
     for i, r in enumerate(spec.cel_rules):
         click.echo(f"rule /rules/{i}: {r.rule} (CEL, checked after decoding: a row violating it "
                    f"fails with {r.message!r})")  # fmt: skip
-    if spec.schema_rules is not None:
-        from decide.jobs.questions import refuse_ruled_derived, refuse_ruled_extract
-        from decide.schemas import SchemaError
-        from decide.schemas.rules import compile_rules
-
-        every = [compiler.compile(q) for q in spec.questions]  # all supported, see above
-        compiled = [q for q in every if q.derive is None]
-        try:
-            rules = spec.schema_rules
-            refuse_ruled_derived(rules, every)
-            ruleset = compile_rules(
-                rules, {q.id: q.schema for q in compiled}, {q.id: q.slot for q in compiled}
-            )
-            refuse_ruled_extract(ruleset, compiled)
-        except SchemaError as exc:
-            _fail(f"rules refused: {exc}")
-            return
+    if qset.ruleset is not None:
+        ruleset = qset.ruleset
         click.echo(
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)

@@ -6,7 +6,7 @@ it existed, is null in the others) with a `_row` index in part order. Every figu
 run by polars' streaming engine, so memory follows the distinct answers of a question and the
 bounded lists (least confident, failures, samples), not the number of rows. No figure is built by
 a Python loop over rows, and failures are classified by their `error_kind` column (a
-`FailureKind` value; "unclassified" for error rows of parts written before the column), never by
+`FailureKind` value; "unknown" for error rows of parts written before the column), never by
 their message. Ties are broken by values (question order, doc id, answer value), never by the
 order rows were written in, so a resumed job reports what an uninterrupted one does and a figure
 does not depend on how polars schedules a query.
@@ -23,7 +23,7 @@ CONFIDENCE_BINS = 10
 HISTOGRAM_BINS = 10  # bins of a numeric answer with many distinct values
 CATEGORY_LIMIT = 20  # distinct values shown as categories; above, top values or a histogram
 RULE_KINDS = ("answer_invalid", "rule_violated")  # a decision object or a CEL rule failed
-UNCLASSIFIED = "unclassified"
+UNCLASSIFIED = "unknown"
 
 
 def collect(frame: pl.LazyFrame) -> pl.DataFrame:

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,7 @@ def build_document(
     after = apply_maps(fitted, conf, qids, labels.kinds, labels.options)
     document = {
         "format": CALIBRATION_FORMAT,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model_fingerprint": fingerprints.get("model", ""),
         "spec_fingerprint": fingerprints.get("spec", ""),
         "job": job,

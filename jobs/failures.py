@@ -21,6 +21,7 @@ class FailureKind(str, Enum):
     no_questions = "no_questions"  # nothing to ask of this document
     invalid_questions = "invalid_questions"  # per-row questions that cannot be parsed/compiled
     duplicate_doc_id = "duplicate_doc_id"  # the id appears more than once in the input
+    null_doc_id = "null_doc_id"  # an input row without a doc_id (errors.parquet only)
     schema_refused = "schema_refused"  # a schema or rule cannot be enforced
     rules_unsatisfiable = "rules_unsatisfiable"  # no answers satisfy the rules
     answer_invalid = "answer_invalid"  # a decision object fails jsonschema validation

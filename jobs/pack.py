@@ -14,7 +14,7 @@ A document whose tokens do not fit the model's context fails with `DocumentTooLo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,10 @@ class DocumentTooLong(ValueError):
     """The document does not fit the model's context under the configured policy."""
 
 
+class QuestionsDoNotFit(DocumentTooLong):
+    """The instruction, questions and answers alone exceed the context: no document can fit."""
+
+
 class InvalidText(ValueError):
     """A document or question text that cannot be tokenized (not valid Unicode)."""
 
@@ -48,6 +52,15 @@ def balanced_groups(count: int, size: int = BLOCK_QUESTIONS) -> list[int]:
     blocks = -(-count // size)
     base, extra = divmod(count, blocks)
     return [base + 1] * extra + [base] * (blocks - extra)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A document's prompt tokens, the parts of the document it holds, whether it was cut."""
+
+    tokens: list[int]
+    parts: tuple[str, ...]  # the whole document, or the kept head and tail
+    truncated: bool
 
 
 @dataclass(frozen=True)
@@ -130,19 +143,16 @@ class Packer:
         if constraints is None:
             constraints = [q.slot.new_constraint(self.filler_id) for q in questions]
         by_id = {q.id: c for q, c in zip(questions, constraints, strict=True)}
-        groups: list[list[CompiledQuestion]] = []
-        cursor = 0
-        for size in balanced_groups(len(questions)):
-            groups.append(list(questions[cursor : cursor + size]))
-            cursor += size
+        groups = self.groups(questions)
         blocks = []
         for b, group in enumerate(groups):
             tokens: list[int] = []
             slots: list[Slot] = []
             for i, q in enumerate(group):
-                opener = "{" if b == 0 and i == 0 else ","
-                tokens += self._piece(f"{opener}{json.dumps(q.id)}:")
+                tokens += self._key_piece(q, b == 0 and i == 0)
                 constraint = by_id[q.id]
+                if constraint.length != q.slot.length:
+                    raise AssertionError(f"the constraint of {q.id!r} changed its slot's length")
                 slots.append(Slot(len(tokens), constraint))
                 tokens += [self.mask_id] * constraint.length
             if b == len(groups) - 1:
@@ -150,20 +160,29 @@ class Packer:
             blocks.append(Block(tokens, slots))
         return blocks, groups
 
-    def pack(
-        self,
-        document: str,
-        questions: Sequence[CompiledQuestion],
-        key: object = None,
-        seed: int = 0,
-        constraints: Sequence[Any] | Callable[[tuple[str, ...]], Sequence[Any]] | None = None,
-    ) -> PackedDocument:
-        """The decode request of a document. `constraints` (one per question, see `blocks`) may be
-        a function of the parts of the document the prompt keeps (`PackedDocument.parts`), for
-        constraints that depend on what the model sees, such as extract questions' spans."""
+    @staticmethod
+    def groups(questions: Sequence[CompiledQuestion]) -> list[list[CompiledQuestion]]:
+        """The questions of each block, in order (`balanced_groups`)."""
+        groups, cursor = [], 0
+        for size in balanced_groups(len(questions)):
+            groups.append(list(questions[cursor : cursor + size]))
+            cursor += size
+        return groups
+
+    def _key_piece(self, q: CompiledQuestion, first: bool) -> list[int]:
+        return self._piece(f"{'{' if first else ','}{json.dumps(q.id)}:")
+
+    def answer_length(self, questions: Sequence[CompiledQuestion]) -> int:
+        """Tokens of the whole answer object of `questions` (keys, slots, closing, end of turn)."""
+        keys = sum(len(self._key_piece(q, i == 0)) + q.slot.length for i, q in enumerate(questions))
+        return keys + len(self._piece("}")) + len(self.end_ids) if questions else 0
+
+    def prompt(self, document: str, questions: Sequence[CompiledQuestion]) -> Prompt:
+        """The prompt of a document and its questions, fitted to the model's context beside
+        their answers: the whole document, or (`truncate` policy) its head and tail. Raises
+        `DocumentTooLong` (`QuestionsDoNotFit` when no document could fit)."""
         check_text(document, "document")
-        blocks, groups = self.blocks(questions, None if callable(constraints) else constraints)
-        answer_len = sum(len(b.tokens) for b in blocks)
+        answer_len = self.answer_length(questions)
         window = self.max_length * PROBE_CHARS_PER_POSITION
         if len(document) > window:
             # A huge document costs seconds to tokenize whole; its head already shows it is long.
@@ -174,28 +193,38 @@ class Packer:
                     f"of {len(document):,} characters alone take {head}), the model takes "
                     f"{self.max_length}; use --truncate to keep its head and tail"
                 )
-        prompt = None
+        tokens = None
         if len(document) <= window or head + answer_len <= self.max_length:
-            prompt = self.tokenizer.encode(self.prompt_text(document, questions))
-        truncated = False
-        parts: tuple[str, ...] = (document,)
-        if prompt is None or len(prompt) + answer_len > self.max_length:
-            if self.long_documents != "truncate":
-                assert prompt is not None
-                raise DocumentTooLong(
-                    f"document needs {len(prompt) + answer_len} tokens (prompt {len(prompt)}, "
-                    f"answers {answer_len}), the model takes {self.max_length}; "
-                    "use --truncate to keep its head and tail"
-                )
-            prompt, parts = self._truncated_prompt(document, questions, answer_len)
-            truncated = True
-        if callable(constraints):
-            laid_out = blocks
-            blocks, groups = self.blocks(questions, constraints(parts))
-            if [b.tokens for b in blocks] != [b.tokens for b in laid_out]:
-                raise AssertionError("constraints changed the length of a slot")
-        request = DecodeRequest(prompt=prompt, blocks=blocks, key=key, seed=seed)
-        return PackedDocument(request, groups, len(prompt), truncated, parts)
+            tokens = self.tokenizer.encode(self.prompt_text(document, questions))
+        if tokens is not None and len(tokens) + answer_len <= self.max_length:
+            return Prompt(tokens, (document,), False)
+        if self.long_documents != "truncate":
+            assert tokens is not None
+            raise DocumentTooLong(
+                f"document needs {len(tokens) + answer_len} tokens (prompt {len(tokens)}, "
+                f"answers {answer_len}), the model takes {self.max_length}; "
+                "use --truncate to keep its head and tail"
+            )
+        tokens, parts = self._truncated_prompt(document, questions, answer_len)
+        return Prompt(tokens, parts, True)
+
+    def pack(
+        self,
+        document: str,
+        questions: Sequence[CompiledQuestion],
+        key: object = None,
+        seed: int = 0,
+        constraints: Sequence[Any] | None = None,
+        prompt: Prompt | None = None,
+    ) -> PackedDocument:
+        """The decode request of a document: its `prompt` (computed when not given) and the
+        blocks of its questions with `constraints` (one per question, see `blocks`; build them
+        for `prompt.parts` when they depend on what the model sees, as extract questions' do)."""
+        if prompt is None:
+            prompt = self.prompt(document, questions)
+        blocks, groups = self.blocks(questions, constraints)
+        request = DecodeRequest(prompt=prompt.tokens, blocks=blocks, key=key, seed=seed)
+        return PackedDocument(request, groups, len(prompt.tokens), prompt.truncated, prompt.parts)
 
     def _edges(self, document: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """Character offsets of the document's first and last tokens (tokenizing only a window
@@ -232,7 +261,7 @@ class Packer:
             if len(prompt) + answer_len <= self.max_length:
                 return prompt, kept
             budget -= max(1, len(prompt) + answer_len - self.max_length)
-        raise DocumentTooLong(
+        raise QuestionsDoNotFit(
             f"the questions and answers alone need {empty + answer_len} tokens, the model takes "
             f"{self.max_length}; no truncation of the document can make it fit"
         )

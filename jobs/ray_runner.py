@@ -29,9 +29,10 @@ from decide.engine.loader import load_config
 from .decisions import Decision, DecisionEngine
 from .failures import FailureKind
 from .inputs import InputPlan, inspect_inputs, stream
+from .models import resolve_model_path
 from .output import OutputDir
 from .pack import Packer
-from .questions import QuestionCompiler
+from .questionset import QuestionBook
 from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, write_decisions
 from .spec import JobSpec, SpecError
 
@@ -62,17 +63,8 @@ class DeciderActor:
 
         self.spec = parse_spec(spec, "spec")
         loaded = load_model(model_path, device=resolve_device(device), dtype=dtype)
-        self.engine = DecisionEngine(
-            loaded,
-            self.spec.decoding,
-            batch_size=batch_size,
-            instruction=self.spec.instruction,
-            long_documents=self.spec.long_documents,
-            rules=self.spec.rules,
-            partial_rows=self.spec.partial_rows,
-            dates=self.spec.dates.policy(),
-        )
-        self.rows = RowItems(self.spec, plan, self.engine.compiler)
+        self.engine = DecisionEngine.for_spec(loaded, self.spec, batch_size=batch_size)
+        self.rows = RowItems(self.spec, plan, self.engine.book)
         self.plan = plan
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
@@ -221,16 +213,14 @@ def run_job_ray(
     ray = _ray()
     if actors < 1 or gpus_per_actor < 0:
         raise SpecError("--actors must be at least 1 and --gpus-per-actor not negative")
-    from decide.bundled import resolve_model_path
-
     plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
     out = OutputDir(output, resume=resume)
     model_path = resolve_model_path(model if model is not None else spec.model)
     _, config, tokenizer = load_config(model_path)
-    compiler = QuestionCompiler(config, tokenizer)
-    packer = Packer.for_model(config, tokenizer, compiler.filler_id, instruction=spec.instruction,
+    book = QuestionBook.for_spec(config, tokenizer, spec)
+    packer = Packer.for_model(config, tokenizer, book.filler_id, instruction=spec.instruction,
                               long_documents=spec.long_documents)  # fmt: skip
-    check_questions(spec, compiler, packer)
+    check_questions(spec, book, packer)
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     setup = prepare(
@@ -238,7 +228,7 @@ def run_job_ray(
         batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
         engine="ray", force_calibration=force_calibration,
     )  # fmt: skip
-    rows = RowItems(spec, plan, compiler)
+    rows = RowItems(spec, plan, book)
     decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,
                            batch_size=batch_size, device=device, dtype=dtype)  # fmt: skip
     return write_decisions(setup, decisions, part_rows=part_rows, part_seconds=part_seconds,

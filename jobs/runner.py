@@ -27,7 +27,7 @@ import torch
 from decide.engine import load_model, model_fingerprint
 from decide.engine.loader import LoadedModel
 from decide.schemas import SchemaError
-from decide.schemas.rules import compile_rules, rule_question_ids
+from decide.schemas.rules import rule_question_ids
 
 from .calibrate import ConfidencePlan
 from .columns import Field, answer_fields, answers_dtype
@@ -35,17 +35,12 @@ from .decisions import Decision, DecisionEngine, Item
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .manifest import CalibrationEntry, Counts, Manifest, RulesEntry, Throughput
+from .models import resolve_model_path
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
-from .questions import (
-    CompiledQuestion,
-    QuestionCompiler,
-    asked,
-    refuse_ruled_derived,
-    refuse_ruled_extract,
-)
-from .spec import JobSpec, SpecError, check_derived, parse_questions
+from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
+from .spec import JobSpec, SpecError, parse_questions
 
 log = logging.getLogger("decide.jobs")
 
@@ -81,13 +76,14 @@ def resolve_device(device: str) -> str:
 
 class RowItems:
     """Input rows → `Item`s: skips committed ids, turns duplicated ids into one error item,
-    compiles per-row questions (cached per schema) or takes the spec's."""
+    builds each row's `QuestionSet` (the spec's, or its per-row questions', cached by
+    fingerprint)."""
 
-    def __init__(self, spec: JobSpec, plan: InputPlan, compiler: QuestionCompiler) -> None:
-        self.spec, self.plan, self.compiler = spec, plan, compiler
-        self.global_questions: list[CompiledQuestion] = [
-            compiler.compile(q) for q in spec.questions
-        ]
+    def __init__(self, spec: JobSpec, plan: InputPlan, book: QuestionBook) -> None:
+        self.spec, self.plan, self.book = spec, plan, book
+        self.global_questions: QuestionSet | None = (
+            book.build(spec.questions) if spec.questions else None
+        )
 
     def rows(
         self, chunks: Iterator[pl.DataFrame], skip: set[Any], dupes: dict
@@ -114,22 +110,28 @@ class RowItems:
         if error is not None:
             kind = FailureKind.duplicate_doc_id
             return Item(row[cols.doc_id], None, [], error=error, extra=extra, kind=kind)
-        questions = self.global_questions
+        questions: QuestionSet | list = self.global_questions or []
+        kind = None
         if self.plan.has_questions and row[cols.questions] is not None:
             where = (
                 f"row {row[ROW]}" if row.get(ROW) is not None else f"doc_id {row[cols.doc_id]!r}"
             )
             origin = f"{Path(row[FILE]).name} {where}, column {cols.questions!r}"
             try:
-                questions = [
-                    self.compiler.compile(q) for q in parse_questions(row[cols.questions], origin)
-                ]
+                questions = self.book.build(parse_questions(row[cols.questions], origin))
             except SpecError as exc:
-                error = f"invalid questions: {exc}"
-            except SchemaError as exc:
-                error = f"invalid questions: {origin}: {exc}"
+                error, kind = f"invalid questions: {exc}", FailureKind.invalid_questions
+            except QuestionsRefused as exc:
+                error, kind = row_refusal(exc, origin), exc.kind
         return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra,
-                    kind=None if error is None else FailureKind.invalid_questions)  # fmt: skip
+                    kind=kind)  # fmt: skip
+
+
+def row_refusal(exc: QuestionsRefused, origin: str) -> str:
+    """The error of a row whose own questions were refused (`origin` names row and column)."""
+    if exc.stage is Stage.schema:
+        return f"invalid questions: {origin}: {exc}"
+    return f"rules: {exc}" if exc.stage is Stage.rules else f"invalid questions: {exc}"
 
 
 def _frame(
@@ -338,8 +340,8 @@ def write_decisions(
                 result.ok += 1
             else:
                 result.failed += 1
-                kind = str(decision.kind or FailureKind.internal_error)
-                result.failures[kind] = result.failures.get(kind, 0) + 1
+                reason = (decision.kind or FailureKind.internal_error).value
+                result.failures[reason] = result.failures.get(reason, 0) + 1
             bar.advance(1)
             if len(pending) >= part_rows or time.monotonic() - last_flush >= part_seconds:
                 flush()
@@ -371,39 +373,36 @@ def write_decisions(
     return result
 
 
-def check_questions(spec: JobSpec, compiler: QuestionCompiler, packer: Packer) -> None:
+def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
     """Compile the spec's questions (and its rules against them) up front, and check that they
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
-    check_derived(spec.questions, "spec")
-    rules = spec.schema_rules
-    compiled = []
-    for q in spec.questions:
+    if spec.schema_rules is not None:
         try:
-            compiled.append(compiler.compile(q))
+            rule_question_ids(spec.schema_rules)  # malformed rules, even with per-row questions
         except SchemaError as exc:
-            raise SpecError(f"question {q.id!r}: schema refused: {exc}") from exc
+            raise SpecError(f"rules refused: {exc}") from exc
+    if not spec.questions:
+        return
     try:
-        if asked(compiled):
-            try:
-                packer.pack("x", asked(compiled))
-            except DocumentTooLong as exc:
-                raise SpecError(
-                    f"the spec's {len(compiled)} questions do not fit the model, whatever the "
-                    f"document: {exc}"
-                ) from exc
-        if rules is not None:
-            rule_question_ids(rules)  # malformed rules, even with per-row questions only
-            refuse_ruled_derived(rules, compiled)
-            todo = asked(compiled)
-            if todo:
-                ruleset = compile_rules(
-                    rules, {q.id: q.schema for q in todo}, {q.id: q.slot for q in todo}
-                )
-                refuse_ruled_extract(ruleset, todo)
-    except SchemaError as exc:
-        what = "rules" if rules is not None and "rules" in str(exc) else "question schema"
-        raise SpecError(f"{what} refused: {exc}") from exc
+        qset = book.build(spec.questions)
+    except QuestionsRefused as exc:
+        raise SpecError(spec_refusal(exc)) from exc
+    if qset.asked:
+        try:
+            packer.prompt("x", qset.asked)
+        except DocumentTooLong as exc:
+            raise SpecError(
+                f"the spec's {len(qset)} questions do not fit the model, whatever the "
+                f"document: {exc}"
+            ) from exc
+
+
+def spec_refusal(exc: QuestionsRefused) -> str:
+    """The usage error of a spec whose questions were refused."""
+    if exc.stage is Stage.schema:
+        return f"question {exc.question_id!r}: schema refused: {exc}"
+    return f"rules refused: {exc}" if exc.stage is Stage.rules else f"spec: {exc}"
 
 
 def run_job(
@@ -428,26 +427,15 @@ def run_job(
     if isinstance(model, LoadedModel):
         loaded = model
     else:
-        from decide.bundled import resolve_model_path
-
         path = resolve_model_path(model if model is not None else spec.model)
         loaded = load_model(path, device=resolve_device(device), dtype=dtype)
-    engine = DecisionEngine(
-        loaded,
-        spec.decoding,
-        batch_size=batch_size,
-        instruction=spec.instruction,
-        long_documents=spec.long_documents,
-        rules=spec.rules,
-        partial_rows=spec.partial_rows,
-        dates=spec.dates.policy(),
-    )
-    check_questions(spec, engine.compiler, engine.packer)
+    engine = DecisionEngine.for_spec(loaded, spec, batch_size=batch_size)
+    check_questions(spec, engine.book, engine.packer)
     setup = prepare(
         spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
         batch_size=batch_size, device=str(loaded.model.device), force_calibration=force_calibration,
     )  # fmt: skip
-    rows = RowItems(spec, plan, engine.compiler)
+    rows = RowItems(spec, plan, engine.book)
     chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))
     items = (rows.item(row, error) for row, error in rows.rows(chunks, setup.committed,
                                                               setup.found.duplicates))  # fmt: skip

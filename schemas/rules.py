@@ -312,6 +312,7 @@ class RuleState:
         }
         self.alive = {qid: [s.feasible() for s in self.states[qid]] for qid in self.order}
         self.narrowed: dict[str, int] = {}
+        self.exhausted = False  # set when a slot was left with no answer the rules allow
         self._supported: dict[str, list[bool]] | None = None
         self._seen = {qid: list(self.alive[qid]) for qid in self.order}
 
@@ -402,6 +403,7 @@ class RuledSlot:
 
         live = self._live()
         if not live:
+            self.state.exhausted = True
             rules = ", ".join(r.pointer for r in self.state.rules.rules
                               if self.qid in r.questions)  # fmt: skip
             raise InfeasibleSlot(

@@ -78,7 +78,7 @@ def _compile(engine: DecisionEngine, questions: Sequence[dict], extract: Extract
     types = EXTRACT_TYPES[extract] if isinstance(extract, bool) else set(extract)
     if types:  # questions of these types answer with a span (a number) of their document
         questions = [{**q, "extract": _type(q["schema"]) in types} for q in questions]
-    return [engine.compiler.compile(Question.model_validate(q)) for q in questions]
+    return engine.questions([Question.model_validate(q) for q in questions])
 
 
 def _type(schema: Any) -> str | None:

@@ -23,8 +23,9 @@ from typing import Any
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.jobs.pack import Packer
-from decide.jobs.questions import CompiledQuestion, QuestionCompiler
-from decide.jobs.spec import parse_questions
+from decide.jobs.questions import CompiledQuestion
+from decide.jobs.questionset import QuestionBook, QuestionsRefused
+from decide.jobs.spec import SpecError, parse_questions
 from decide.schemas import canonical_json
 from decide.schemas.canonical import key_rank
 
@@ -65,11 +66,11 @@ class ExampleBuilder:
         *,
         instruction: str | None = None,
     ) -> None:
-        self.compiler = QuestionCompiler(config, tokenizer)
+        self.book = QuestionBook(config, tokenizer)
         self.packer = Packer.for_model(
             config,
             tokenizer,
-            self.compiler.filler_id,
+            self.book.filler_id,
             instruction=instruction,
             long_documents="truncate",
         )
@@ -77,7 +78,7 @@ class ExampleBuilder:
 
     def target(self, question: CompiledQuestion, value: Any) -> list[int] | None:
         """Gold tokens of a slot (value then filler), or None when the slot cannot hold it."""
-        slot, filler = question.slot, self.compiler.filler_id
+        slot, filler = question.slot, self.book.filler_id
         for candidate in (value, _lower(value)):
             ids = slot.vocab.encode(canonical_json(candidate, key_rank(question.schema)))
             if ids is None or len(ids) > slot.length:
@@ -104,8 +105,11 @@ class ExampleBuilder:
         inputs)."""
         self.stats.rows += 1
         try:
-            compiled = [self.compiler.compile(q) for q in parse_questions(list(questions), "row")]
-        except ValueError as exc:  # SpecError and SchemaError: a row the runner would refuse too
+            compiled = self.book.build(parse_questions(list(questions), "row")).questions
+        except QuestionsRefused as exc:  # a row the runner would refuse too
+            self.stats.skip(type(exc.cause).__name__)
+            return None
+        except SpecError as exc:
             self.stats.skip(type(exc).__name__)
             return None
         if any(q.id not in gold for q in compiled):
@@ -129,7 +133,7 @@ class ExampleBuilder:
                 ids[start + slot.start : start + slot.end] = tokens
                 if b == block_index and compiled_question.id not in given:
                     slots.extend(range(start + slot.start, start + slot.end))
-                    is_value.extend(t != self.compiler.filler_id for t in tokens)
+                    is_value.extend(t != self.book.filler_id for t in tokens)
                     question.extend([k] * len(tokens))
         if not slots:
             self.stats.skip("every answer given")

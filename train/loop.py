@@ -314,7 +314,7 @@ def train(
         model.dropout = config.dropout
     autocast = torch.device(config.device).type
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
-    pad_id = builder.compiler.filler_id
+    pad_id = builder.book.filler_id
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if p.dim() < 2 or "norm" in name else decay).append(p)

@@ -169,7 +169,7 @@ def one_piece_cities() -> list[str]:
     """The real pool's cities that the bundled model's WordPiece vocabulary holds whole."""
     from tokenizers import Tokenizer
 
-    from decide.bundled import BUNDLED
+    from decide.jobs.models import BUNDLED
 
     tokenizer = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
     cities = real_pool()["cities"]

@@ -20,9 +20,9 @@ import polars as pl
 from click.testing import CliRunner
 
 from decide import Decider
-from decide.bundled import BUNDLED, bundled_model_path
 from decide.cli import main
 from decide.engine import load_model
+from decide.jobs.models import BUNDLED, bundled_model_path
 from decide.schemas.span import document_numbers, in_document
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -183,7 +183,7 @@ def _reference_report(out: Path) -> dict[str, Any]:
     frame = pl.read_parquet(sorted((out / "answers").glob("part-*.parquet")))
     ok, failed = frame.filter(pl.col("status") == "ok"), frame.filter(pl.col("status") == "error")
     reasons: dict[str, int] = {}
-    for kind in failed["error_kind"].fill_null("unclassified").to_list():
+    for kind in failed["error_kind"].fill_null("unknown").to_list():
         reasons[kind] = reasons.get(kind, 0) + 1
     reasons["null_doc_id"] = 2
 
@@ -340,7 +340,7 @@ def test_parts_written_before_the_token_and_kind_columns(tmp_path: Path) -> None
         old.filter(pl.col("status") == "error").height
         + later.filter((pl.col("status") == "error") & pl.col("error_kind").is_null()).height
     )
-    assert report["counts"]["failed_by_reason"]["unclassified"] == unclassified > 0
+    assert report["counts"]["failed_by_reason"]["unknown"] == unclassified > 0
 
 
 def test_sampled_documents_stream_and_stay_seeded(

@@ -116,33 +116,29 @@ def test_long_documents_fail_or_keep_head_and_tail(setup) -> None:
     assert packer.pack("short text", questions).parts == ("short text",)
 
 
-def test_constraints_may_depend_on_what_the_prompt_keeps(setup) -> None:
-    """Constraints given as a function get the kept parts (extract questions build their spans
-    from them), and the blocks use what it returns."""
+def test_constraints_built_for_the_kept_parts_are_the_ones_used(setup) -> None:
+    """The prompt is laid out first (its kept parts are what extract questions build their spans
+    from), then the blocks are built once, with exactly the constraints given."""
     _, compiler, packer = setup
     questions = _questions(compiler, 4)
-    seen, made = [], []
-
-    def constraints(parts):
-        seen.append(parts)
-        made.extend(q.slot.new_constraint(packer.filler_id) for q in questions)
-        return made
-
     document = "START " + " ".join(f"word{i}" for i in range(600)) + " FINISH"
     packer.long_documents = "truncate"
     try:
-        doc = packer.pack(document, questions, constraints=constraints)
+        prompt = packer.prompt(document, questions)
+        made = [q.slot.new_constraint(packer.filler_id) for q in questions]
+        doc = packer.pack(document, questions, constraints=made, prompt=prompt)
+        assert packer.pack(document, questions).request.prompt == prompt.tokens
     finally:
         packer.long_documents = "error"
-    assert seen == [doc.parts] and len(doc.parts) == 2
+    assert doc.parts == prompt.parts and len(doc.parts) == 2 and doc.truncated
+    assert doc.request.length <= packer.max_length
+    assert sum(len(b.tokens) for b in doc.request.blocks) == packer.answer_length(questions)
     used = [slot.constraint for block in doc.request.blocks for slot in block.slots]
     assert len(used) == 4 and all(u is m for u, m in zip(used, made, strict=True))
 
-    def wrong_length(parts):
-        return [compiler.compile(Question(id=q.id, text=q.text, schema={"type": "string"}))
-                .slot.new_constraint(packer.filler_id) for q in questions]  # fmt: skip
-
-    with pytest.raises(AssertionError, match="changed the length of a slot"):
+    wrong_length = [compiler.compile(Question(id=q.id, text=q.text, schema={"type": "string"}))
+                    .slot.new_constraint(packer.filler_id) for q in questions]  # fmt: skip
+    with pytest.raises(AssertionError, match="changed its slot's length"):
         packer.pack("short", questions, constraints=wrong_length)
 
 

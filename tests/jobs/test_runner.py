@@ -42,7 +42,7 @@ def test_every_answer_validates(model_type, models, tmp_path) -> None:
     answers = frame.schema["answers"]
     fields = {f.name: f.dtype for f in answers.fields}
     assert fields["amount"] == pl.Int64 and fields["eligible"] == pl.Boolean
-    assert fields["error_kind"] == pl.String and isinstance(fields["contact"], pl.Struct)
+    assert fields["kind"] == pl.String and isinstance(fields["contact"], pl.Struct)
 
 
 def test_gpt2_vocabulary_end_to_end(tiny_checkpoint, tmp_path) -> None:

@@ -228,7 +228,7 @@ def test_half_of_training_cities_are_one_word_piece_and_many_different() -> None
     of those, and a model that expected two pieces or more answered "was norfolk"."""
     from tokenizers import Tokenizer
 
-    from decide.bundled import BUNDLED
+    from decide.jobs.models import BUNDLED
 
     tokenizer = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
     rng = random.Random(19)

@@ -1,16 +1,22 @@
-"""Where the model comes from when none is given: the small decision model shipped inside the
-package (trained by `decide train`, see docs/bundled-model.md)."""
+"""Which model a job runs: the directory given, else the bundled model.
+
+The bundled model is package data of `decide` (`decide/model`, trained by `decide train`, see
+docs/bundled-model.md); it is found through `importlib.resources`, so this layer needs no import
+of the command-line or API modules above it.
+"""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-from decide.jobs.spec import SpecError
+from .spec import SpecError
 
-BUNDLED = Path(__file__).parent / "model"
+BUNDLED = Path(str(files("decide") / "model"))
 
 
 def bundled_model_path() -> Path | None:
+    """The bundled model's directory, or None when this installation has none."""
     return BUNDLED if (BUNDLED / "config.json").is_file() else None
 
 

@@ -1,0 +1,264 @@
+"""One compiled set of questions: the only place where questions, rules and checks are compiled.
+
+A `QuestionSet` is everything decide needs to ask one list of questions of any number of
+documents: the compiled slots (`CompiledQuestion`), the spec's JSON Schema rules compiled against
+them (refusing rules over derived or extract questions), the derived questions' plan, the CEL
+checks, the extract kind of every extract question, the `jsonschema` validators of the decision
+object, and `constraints`, the one method that builds a document's slot constraints.
+
+`QuestionBook` compiles sets for one model and one job's rules and caches them by a stable
+fingerprint of the questions (ids, texts, schemas, `extract`, `derive`), so a job whose rows share
+a handful of distinct question lists compiles each once. Everything that asks questions builds
+them here: `decide validate`, the local and Ray runners, `Decider` and training. A list that
+cannot be used raises `QuestionsRefused`, which says at which stage (a question's schema, its
+derive expressions, the rules) and carries the `FailureKind` a row refused for it gets; callers
+never read the message to classify it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from decide.engine.config import ModelConfig
+from decide.engine.tokenizer import TokenizerBundle
+from decide.schemas import SchemaError
+from decide.schemas.dates import DatePolicy, DocumentDates, date_format
+from decide.schemas.drafts import normalize
+from decide.schemas.rules import RuleSet, compile_rules
+from decide.schemas.span import DocumentNumbers, DocumentSpans, NoSpan, SpanSlot, extract_kind
+
+from .checks import CheckPlan, plan_checks
+from .derive import DerivePlan, plan_derived
+from .extracted import MissingSpan
+from .failures import FailureKind
+from .questions import (
+    CompiledQuestion,
+    QuestionCompiler,
+    refuse_ruled_derived,
+    refuse_ruled_extract,
+)
+from .spec import JobSpec, Question
+
+
+class Stage(str, Enum):
+    """What part of a question list was refused."""
+
+    schema = "schema"  # a question's schema does not compile (or is no extract schema)
+    derive = "derive"  # a derive expression or a CEL check does not type check
+    rules = "rules"  # the JSON Schema rules cannot be enforced over these questions
+
+
+class QuestionsRefused(ValueError):
+    """A question list that cannot be asked: `stage`, the question it concerns (None for rules
+    and checks), the underlying error (`cause`, with its pointer) and the row's `kind`."""
+
+    def __init__(self, stage: Stage, cause: Exception, question_id: str | None = None) -> None:
+        super().__init__(str(cause))
+        self.stage, self.cause, self.question_id = stage, cause, question_id
+
+    @property
+    def kind(self) -> FailureKind:
+        return FailureKind.schema_refused if self.stage is Stage.rules else (
+            FailureKind.invalid_questions)  # fmt: skip
+
+
+def fingerprint(questions: Sequence[Question | CompiledQuestion]) -> str:
+    """A stable digest of what a question list asks (ids, texts, schemas, extract, derive)."""
+    rows = [
+        [q.id, q.text, q.schema_ if isinstance(q, Question) else q.schema, q.extract, q.derive]
+        for q in questions
+    ]
+    text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _as_resource(q: CompiledQuestion) -> Any:
+    """A question's schema in the 2020-12 form it was compiled from (`decide.schemas.drafts`),
+    as its own resource: its `#…` references resolve inside it, and a schema of another draft
+    keeps that draft's meaning inside the 2020-12 decision schema."""
+    # A derived question never compiles to a slot: its schema is normalised here.
+    schema = normalize(q.schema).schema if q.slot is None else q.slot.language.normalized
+    if not isinstance(schema, dict):
+        return schema
+    return {"$id": f"urn:decide:question:{q.id}", **schema}
+
+
+@dataclass(eq=False)
+class QuestionSet:
+    """One compiled question list (see the module docstring); build it with `QuestionBook`."""
+
+    questions: tuple[CompiledQuestion, ...]
+    fingerprint: str
+    ruleset: RuleSet | None  # the JSON Schema rules over the asked questions, when the job has any
+    schema_rules: Any  # those rules as written (part of every decision schema)
+    plan: DerivePlan
+    checks: CheckPlan | None  # CEL rules, checked after decoding
+    extract_kinds: dict[str, str]  # extract question id -> spans | numbers | dates:<format>
+    filler_id: int
+    dates: DatePolicy
+    _validators: dict[tuple[str, ...], Draft202012Validator] = field(default_factory=dict)
+
+    @property
+    def asked(self) -> list[CompiledQuestion]:
+        """The questions put to the model (all but the derived ones), in order."""
+        return [q for q in self.questions if q.derive is None]
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __getitem__(self, index):  # a sequence of its questions
+        return self.questions[index]
+
+    def __iter__(self):
+        return iter(self.questions)
+
+    def validator(self, present: Sequence[str] | None = None) -> Draft202012Validator:
+        """The decision object's schema (every question required, no other keys, the rules) over
+        the questions in `present` (default: all), cached."""
+        ids = tuple(q.id for q in self.questions) if present is None else tuple(present)
+        if ids not in self._validators:
+            by_id = {q.id: q for q in self.questions}
+            schema: dict[str, Any] = {
+                "type": "object",
+                "properties": {qid: _as_resource(by_id[qid]) for qid in ids},
+                "required": list(ids),
+                "additionalProperties": False,
+            }
+            if self.schema_rules is not None:
+                schema = {"allOf": [schema, self.schema_rules]}
+            self._validators[ids] = Draft202012Validator(schema, format_checker=FormatChecker())
+        return self._validators[ids]
+
+    def constraints(self, todo: Sequence[CompiledQuestion], parts: tuple[str, ...]) -> list:
+        """One document's slot constraints, one per question of `todo` (asked questions, in
+        order): bound to the rules where they mention the question, a `SpanSlot` over the spans,
+        numbers or dates of the `parts` of the document the prompt keeps for an extract question.
+        Raises `SchemaError` for rules no answer can satisfy, `MissingSpan` (with the question
+        id) for an extract question whose document offers nothing to copy."""
+        out: list[Any]
+        if self.ruleset is not None:
+            out = self.ruleset.bind([(q.id, q.slot) for q in todo], self.filler_id)
+        else:
+            out = [q.slot.new_constraint(self.filler_id) for q in todo]
+        extract = [q for q in todo if q.extract]
+        if not extract:
+            return out
+        # One tokenization of the document's spans for all its span questions, cut at the
+        # longest `maxLength` among them (none when one of them has no such bound); one list of
+        # its numbers for all its numeric ones.
+        limits = [
+            q.schema.get("maxLength") if isinstance(q.schema, dict) else None
+            for q in extract
+            if self.extract_kinds[q.id] == "spans"
+        ]
+        vocab = extract[0].slot.vocab
+        built: dict[str, DocumentSpans | DocumentNumbers | DocumentDates] = {}
+        for k, q in enumerate(todo):
+            if not q.extract:
+                continue  # extract questions are never ruled: `QuestionBook` refuses it
+            kind = self.extract_kinds[q.id]
+            if kind not in built:
+                if kind == "spans":
+                    built[kind] = DocumentSpans(
+                        parts, vocab, None if None in limits else max(limits)
+                    )
+                elif kind == "numbers":
+                    built[kind] = DocumentNumbers(parts, vocab)
+                else:
+                    built[kind] = DocumentDates(parts, vocab, kind.split(":", 1)[1], self.dates)
+            try:
+                out[k] = SpanSlot(q.slot, self.filler_id, built[kind])
+            except NoSpan as exc:
+                raise MissingSpan(q.id, f"question {q.id!r} (extract): {exc}") from exc
+        return out
+
+
+class QuestionBook:
+    """Compiles question lists for one model and one job's rules into cached `QuestionSet`s."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        tokenizer: TokenizerBundle,
+        *,
+        rules: Any = None,
+        checks: Sequence[tuple[str, str]] = (),
+        dates: DatePolicy | None = None,
+    ) -> None:
+        self.compiler = QuestionCompiler(config, tokenizer)
+        self.rules = rules  # JSON Schema rules, enforced while decoding
+        self.checks = list(checks)  # CEL rules (rule, message), checked after decoding
+        self.dates = dates or DatePolicy()
+        self._sets: dict[str, QuestionSet] = {}
+        self._compiled: dict[str, CompiledQuestion] = {}
+
+    @classmethod
+    def for_spec(
+        cls, config: ModelConfig, tokenizer: TokenizerBundle, spec: JobSpec
+    ) -> QuestionBook:
+        """The book of a job spec's rules (JSON Schema or CEL) and dates."""
+        checks = [(r.rule, r.message) for r in spec.cel_rules]
+        return cls(config, tokenizer, rules=spec.schema_rules, checks=checks,
+                   dates=spec.dates.policy())  # fmt: skip
+
+    @property
+    def filler_id(self) -> int:
+        return self.compiler.filler_id
+
+    def compile(self, question: Question) -> CompiledQuestion:
+        """One question (cached by its fingerprint); `QuestionsRefused` at stage `schema`."""
+        key = fingerprint([question])
+        if key not in self._compiled:
+            try:
+                self._compiled[key] = self.compiler.compile(question)
+            except SchemaError as exc:
+                raise QuestionsRefused(Stage.schema, exc, question.id) from exc
+        return self._compiled[key]
+
+    def build(self, questions: Sequence[Question | CompiledQuestion]) -> QuestionSet:
+        """The compiled set of `questions` (cached by fingerprint). Raises `QuestionsRefused`."""
+        key = fingerprint(questions)
+        if key not in self._sets:
+            compiled = tuple(
+                q if isinstance(q, CompiledQuestion) else self.compile(q) for q in questions
+            )
+            self._sets[key] = self._assemble(compiled, key)
+        return self._sets[key]
+
+    def _assemble(self, questions: tuple[CompiledQuestion, ...], key: str) -> QuestionSet:
+        triples = [(q.id, q.schema, q.derive) for q in questions]
+        try:
+            plan = plan_derived(triples)
+            checks = plan_checks(self.checks, triples) if self.checks else None
+        except ValueError as exc:  # DeriveError, with the expression's pointer
+            raise QuestionsRefused(Stage.derive, exc) from exc
+        ruleset = None
+        if self.rules is not None:
+            asked = [q for q in questions if q.derive is None]
+            try:
+                refuse_ruled_derived(self.rules, questions)
+                if asked:
+                    ruleset = compile_rules(
+                        self.rules, {q.id: q.schema for q in asked}, {q.id: q.slot for q in asked}
+                    )
+                    refuse_ruled_extract(ruleset, asked)
+            except SchemaError as exc:
+                raise QuestionsRefused(Stage.rules, exc) from exc
+        kinds = {}
+        for q in questions:
+            if q.extract:
+                kind = extract_kind(q.schema)
+                kinds[q.id] = f"dates:{date_format(q.schema)}" if kind == "dates" else kind
+        return QuestionSet(
+            questions, key, ruleset, self.rules, plan, checks, kinds, self.filler_id, self.dates
+        )
+
+
+__all__ = ["QuestionBook", "QuestionSet", "QuestionsRefused", "Stage", "fingerprint"]
