@@ -1,7 +1,7 @@
 """Size of report.html, and the time and peak memory of building the report, for large jobs.
 
-Writes a synthetic job output directory (answer parts with the real columns and types, a
-manifest, an input file holding the documents) of N rows, builds report.json and report.html
+Writes a synthetic job output directory (answer parts with the runner's columns and types,
+a manifest, an input file holding the documents) of N rows, builds report.json and report.html
 from it with the real `decide report` in a child process (peak RSS from `wait4`), and prints one
 table. The page embeds aggregates and a bounded sample, so its size should stay flat from 10,000
 to 1,000,000 rows (target: < 5 MB).
@@ -88,6 +88,9 @@ def fake_job(root: Path, rows: int, seed: int = 0) -> Path:
                     for c, o in zip(conf, ok, strict=True)
                 ],
                 "nfe": rng.integers(2, 9, n).astype(np.int32),
+                "value_tokens": np.where(ok, rng.integers(3, 12, n), 0).astype(np.int32),
+                "filler_tokens": np.where(ok, rng.integers(0, 40, n), 0).astype(np.int32),
+                "error_kind": [None if o else "empty_document" for o in ok],
                 "truncated": np.zeros(n, dtype=bool),
                 "model_fingerprint": ["0123456789abcdef"] * n,
                 "spec_fingerprint": ["fedcba9876543210"] * n,
@@ -113,7 +116,8 @@ def fake_job(root: Path, rows: int, seed: int = 0) -> Path:
         ], "decoding": {"threshold": 0.9}, "input": {"doc_id": "doc_id", "document": "document"}},
         "counts": {"total": rows, "ok": ok_total, "error": rows - ok_total, "invalid_rows": 0},
         "seconds": rows / 50.0, "batch_size": 16, "device": "cpu",
-        "throughput": {"documents": rows, "nfe": rows * 5, "answer_tokens": rows * 20},
+        "throughput": {"documents": rows, "nfe": rows * 5, "answer_tokens": rows * 27,
+                       "value_tokens": rows * 7},
     }  # fmt: skip
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out

@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from decide.engine import load_model
+from decide.jobs import runner
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.failures import DecisionError, FailureKind, api_message
 from decide.jobs.models import resolve_model_path
 from decide.jobs.questionset import QuestionSet, QuestionsRefused
-from decide.jobs.runner import JobResult, resolve_device, run_job, spec_refusal
+from decide.jobs.runner import JobResult, resolve_device, spec_refusal
 from decide.jobs.spec import JobSpec, Question, SpecError, load_spec, parse_spec
+
+from .report import write_report
 
 QuestionLike = Question | Mapping[str, Any]
 
@@ -113,6 +116,17 @@ class Decider:
             if d.error is not None:
                 d.error = api_message(d.error)
         return decisions
+
+
+def run_job(
+    spec: JobSpec, inputs: list[Path], output: Path, *, report: bool = True, **options: Any
+) -> JobResult:
+    """Decide every row of `inputs` into `output` (`decide.jobs.runner.run_job`, same options),
+    then write report.json and report.html as `decide run` does (unless `report=False`)."""
+    result = runner.run_job(spec, inputs, output, **options)
+    if report:
+        write_report(output)
+    return result
 
 
 __all__ = [

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from decide.engine import ModelLoadError, load_config
-from decide.engine.checkpoint import describe_weights
+# Torch-free at import (the model code is imported by the commands that load one), so that
+# `decide report` and `--help` do not load torch.
+from decide.engine.errors import ModelLoadError
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -43,7 +44,8 @@ def inspect(model_dir: Path | None) -> None:
     """
     import torch
 
-    from decide.engine import resolution
+    from decide.engine import load_config, resolution
+    from decide.engine.checkpoint import describe_weights
     from decide.jobs.models import resolve_model_path
     from decide.jobs.spec import SpecError
 
@@ -202,6 +204,7 @@ def run(
     from decide.jobs.output import OutputError
     from decide.jobs.runner import run_job
     from decide.jobs.spec import SpecError, load_spec, parse_spec
+    from decide.report import write_report
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -234,6 +237,7 @@ def run(
                                  gpus_per_actor=gpus_per_actor, **common)  # fmt: skip
         else:
             result = run_job(spec, list(inputs), out, **common)
+        write_report(out)
     except (SpecError, ModelLoadError) as exc:
         _fail(str(exc), EXIT_USAGE)
         return
@@ -279,6 +283,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     Example:
       decide validate examples/claims.yaml
     """
+    from decide.engine import load_config
     from decide.jobs.models import resolve_model_path
     from decide.jobs.questionset import QuestionBook, QuestionsRefused
     from decide.jobs.runner import spec_refusal

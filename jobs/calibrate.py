@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from . import calibration as cal
+from .manifest import Manifest
 from .spec import SpecError, parse_questions
 
 log = logging.getLogger("decide.calibrate")
@@ -93,18 +94,11 @@ class Labels:
         return conf, right, qids
 
 
-def _schemas_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {q["id"]: q["schema"] for q in manifest.get("spec", {}).get("questions", [])}
-
-
 def collect_labels(
     out_dir: Path, gold_path: Path, gold_column: str = "gold"
 ) -> tuple[Labels, dict]:
     """Match the gold parquet against the job in `out_dir`; (labels, fingerprints)."""
-    manifest_path = out_dir / "manifest.json"
-    if not manifest_path.is_file():
-        raise SpecError(f"{out_dir}: no manifest.json; not the output directory of a decide job")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = Manifest.read(out_dir)
     parts = sorted((out_dir / "answers").glob("part-*.parquet"))
     if not parts:
         raise SpecError(f"{out_dir}: no answer parts in {out_dir / 'answers'}")
@@ -121,7 +115,7 @@ def collect_labels(
         [pl.read_parquet(p, columns=["doc_id", "status", "answers_json", conf_col]) for p in parts]
     )
     by_id = {row[0]: row[1:] for row in answers.iter_rows()}
-    schemas = _schemas_of(manifest)
+    schemas = {q.id: q.schema_ for q in manifest.spec.questions}
     labels = Labels()
     has_questions = "questions" in gold.columns
     for i, row in enumerate(gold.iter_rows(named=True)):
@@ -166,7 +160,7 @@ def collect_labels(
                        answers_match(got[qid], value))  # fmt: skip
             used = True
         labels.rows += used
-    return labels, dict(manifest.get("fingerprints", {}))
+    return labels, dict(manifest.fingerprints)
 
 
 def build_document(

@@ -52,7 +52,8 @@ class Decision:
     confidence: dict[str, float] | None = None
     error: str | None = None
     nfe: int = 0
-    answer_tokens: int = 0
+    answer_tokens: int = 0  # slot positions this document's answers had, filler included
+    value_tokens: int = 0  # of those, the positions that hold a value's token (not filler)
     truncated: bool = False
     narrowed: dict[str, int] = field(default_factory=dict)  # rule pointer -> slots narrowed
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # caller's carried data
@@ -75,6 +76,11 @@ class Item:
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     kind: FailureKind | None = None  # of `error` (invalid_questions when not given)
+
+
+def _value_tokens(result: DecodeResult, filler: int) -> int:
+    """Committed positions of a document's answer slots that hold a value's token (not filler)."""
+    return sum(t != filler for group in result.slots for slot in group for t in slot.tokens)
 
 
 def document_seed(seed: int, doc_id: Any) -> int:
@@ -252,6 +258,7 @@ class DecisionEngine:
             "error",
             nfe=result.nfe,
             answer_tokens=result.answer_tokens,
+            value_tokens=_value_tokens(result, self.packer.filler_id),
             truncated=doc.truncated,
             narrowed=_narrowed(doc),
             extra=item.extra,

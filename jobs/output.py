@@ -13,15 +13,14 @@ what a user wants.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
+from .manifest import Manifest
 from .spec import SpecError
 
 PART_GLOB = "part-*.parquet"
@@ -74,36 +73,42 @@ class OutputDir:
         existing = path.is_dir() and any(
             not (entry.name == "answers" and entry.is_dir()) or any(entry.iterdir())
             for entry in path.iterdir()
-        )  # an empty answers/ is what a run stopped by a usage error leaves: not a job
+        )  # an empty answers/ is what a run stopped by a usage error used to leave: not a job
         if existing and not resume:
             raise SpecError(
                 f"{path}: output directory is not empty; pass --resume to continue the job it "
                 "holds, or choose another directory"
             )
+        # Nothing is created until the job writes its first file (`create`), so a usage error
+        # found after this point leaves the file system as it was; writability is probed in the
+        # nearest directory that exists.
+        probe_dir = next(p for p in (path, *path.parents) if p.exists())
         try:
-            self.answers.mkdir(parents=True, exist_ok=True)
-            probe = self.answers / ".write-probe"
-            probe.write_bytes(b"")
-            probe.unlink()
+            tempfile.TemporaryFile(dir=probe_dir).close()
         except OSError as exc:
             raise SpecError(
                 f"{path}: output directory is not writable ({exc.strerror or exc})"
             ) from exc
 
-    def previous_manifest(self) -> dict[str, Any] | None:
+    def create(self) -> None:
+        """Create the directory and `answers/` (the job is about to write)."""
+        try:
+            self.answers.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            where = f"could not create {self.answers}: {exc.strerror}"
+            raise OutputError(exc.errno, where) from exc
+
+    def previous_manifest(self) -> Manifest | None:
         if not self.manifest_path.is_file():
             return None
-        try:
-            return json.loads(self.manifest_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SpecError(f"{self.manifest_path}: unreadable manifest ({exc})") from exc
+        return Manifest.read(self.path)
 
     def check_fingerprints(self, fingerprints: dict[str, str]) -> None:
         manifest = self.previous_manifest()
         if manifest is None:
             return
         for key, value in fingerprints.items():
-            old = manifest.get("fingerprints", {}).get(key)
+            old = manifest.fingerprints.get(key)
             if old != value:
                 raise SpecError(
                     f"{self.path}: holds results of another {key} (fingerprint {old}, this run "
@@ -135,8 +140,8 @@ class OutputDir:
         self.next_part += 1
         return path
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
+    def write_manifest(self, manifest: Manifest) -> None:
+        text = manifest.dump()
         atomic_write(self.manifest_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     def write_errors(self, invalid: pl.DataFrame) -> int:

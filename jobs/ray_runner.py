@@ -37,8 +37,8 @@ from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, wri
 from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
-               "answer_tokens", "truncated", "narrowed_json", "error_kind", "partial",
-               "errors_json")  # fmt: skip
+               "answer_tokens", "value_tokens", "truncated", "narrowed_json", "error_kind",
+               "partial", "errors_json")  # fmt: skip
 
 
 def _ray():
@@ -86,6 +86,7 @@ class DeciderActor:
             out["confidence_json"].append(confidence)
             out["nfe"].append(d.nfe)
             out["answer_tokens"].append(d.answer_tokens)
+            out["value_tokens"].append(d.value_tokens)
             out["truncated"].append(d.truncated)
             out["narrowed_json"].append(json.dumps(d.narrowed))
             out["error_kind"].append(None if d.kind is None else d.kind.value)
@@ -106,6 +107,7 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         error=row["error"],
         nfe=int(row["nfe"]),
         answer_tokens=int(row["answer_tokens"]),
+        value_tokens=int(row["value_tokens"]),
         truncated=bool(row["truncated"]),
         narrowed=json.loads(row["narrowed_json"]),
         extra={name: row[name] for name in carried},
@@ -205,7 +207,6 @@ def run_job_ray(
     part_rows: int = 1000,
     part_seconds: float = 60.0,
     progress: bool | None = None,
-    report: bool = True,
     force_calibration: bool = False,
 ) -> JobResult:
     """`run_job` on a Ray cluster (`address`, default: the current or a new local one)."""
@@ -231,4 +232,4 @@ def run_job_ray(
     decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,
                            batch_size=batch_size, device=device, dtype=dtype)  # fmt: skip
     return write_decisions(setup, decisions, part_rows=part_rows, part_seconds=part_seconds,
-                           progress=progress, report=report)  # fmt: skip
+                           progress=progress)  # fmt: skip

@@ -4,8 +4,10 @@ Order of work: check the inputs' columns and the spec (usage errors exit 2 befor
 loaded), load the model, compile the questions, survey the ids (duplicates, nulls, per-row
 question schemas), open the output directory (refusing a foreign or non-empty one unless resuming),
 then stream the input in chunks through the `DecisionEngine`, writing answer parts atomically as
-decisions complete. Committed doc ids are skipped on `--resume`. The manifest is rewritten after
-every part, so a killed run leaves a directory a rerun continues from.
+decisions complete. Committed doc ids are skipped on `--resume`. The manifest (`jobs.manifest`)
+is rewritten after every part, so a killed run leaves a directory a rerun continues from. Nothing
+is created before the first write, so a usage error leaves no trace; a job with no rows to decide
+writes one empty part. The report is written by the caller (`decide.report`), not here.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
+from .manifest import CalibrationEntry, Counts, Manifest, RulesEntry, Throughput
 from .models import resolve_model_path
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
@@ -52,8 +55,9 @@ class JobResult:
     skipped: int = 0  # rows already committed by an earlier run
     seconds: float = 0.0
     nfe: int = 0
-    answer_tokens: int = 0
-    failures: dict[str, int] = field(default_factory=dict)  # FailureKind value -> count (this run)
+    answer_tokens: int = 0  # slot positions, filler included (this run)
+    value_tokens: int = 0  # tokens of the answers' values (this run)
+    failures: dict[str, int] = field(default_factory=dict)  # failure kind -> count (this run)
 
     @property
     def exit_code(self) -> int:
@@ -146,6 +150,8 @@ def _frame(
         "answers_json": pl.String,
         "confidence": conf_dtype,
         "nfe": pl.Int32,
+        "value_tokens": pl.Int32,
+        "filler_tokens": pl.Int32,
         "truncated": pl.Boolean,
         "model_fingerprint": pl.String,
         "spec_fingerprint": pl.String,
@@ -168,6 +174,8 @@ def _frame(
                 "answers_json": d.answers_json,
                 "confidence": d.confidence,
                 "nfe": d.nfe,
+                "value_tokens": d.value_tokens,
+                "filler_tokens": d.answer_tokens - d.value_tokens,
                 "truncated": d.truncated,
                 "model_fingerprint": fingerprints["model"],
                 "spec_fingerprint": fingerprints["spec"],
@@ -193,8 +201,8 @@ class JobSetup:
     fields: dict[str, Field]
     committed: set[Any]
     previous: dict[str, int]
-    prior: dict[str, Any]
-    manifest: dict[str, Any]
+    prior: Manifest | None  # of an earlier run of this directory (resume)
+    manifest: Manifest
     started: float
     confidence: ConfidencePlan | None = None  # calibration and review queue, when asked for
 
@@ -216,7 +224,7 @@ def prepare(
     started = time.monotonic()
     fingerprints = {"model": model_fingerprint(model_path), "spec": spec.fingerprint()}
     out.check_fingerprints(fingerprints)
-    prior = out.previous_manifest() or {}
+    prior = out.previous_manifest()
     committed, previous = out.committed()
     found = survey(plan)
     if spec.schema_rules is not None:
@@ -229,7 +237,7 @@ def prepare(
     for qid, texts in found.question_schemas.items():
         schemas.setdefault(qid, [])
         schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
-    manifest: dict[str, Any] = {
+    manifest = Manifest.parse({
         "status": "running",
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "fingerprints": fingerprints,
@@ -240,15 +248,16 @@ def prepare(
         "engine": engine,
         "batch_size": batch_size,
         "device": device,
-    }
+    })  # fmt: skip
     confidence = None
     if spec.calibration is not None or spec.review_below is not None:
         confidence = ConfidencePlan(
             spec.calibration, spec.review_below, fingerprints,
             {qid: s[0] for qid, s in schemas.items() if s}, force=force_calibration,
         )  # fmt: skip
-        manifest["calibration"] = confidence.manifest_entry(prior)
-    elif prior.get("calibration") or prior.get("review"):
+        entry = confidence.manifest_entry(prior.model_dump() if prior is not None else {})
+        manifest.calibration = CalibrationEntry.model_validate(entry)
+    elif prior is not None and (prior.calibration or prior.review):
         raise SpecError(f"{output}: the earlier run used a calibration or review queue; resume "
                         "with the same --calibration and --review-below")  # fmt: skip
     return JobSetup(
@@ -272,10 +281,10 @@ def write_decisions(
     part_rows: int = 1000,
     part_seconds: float = 60.0,
     progress: bool | None = None,
-    report: bool = True,
 ) -> JobResult:
-    """Write decisions as they come: atomic parts, manifest after each, errors and report at the
-    end. On any exception the manifest records `aborted` and what was decided is kept."""
+    """Write decisions as they come: atomic parts, manifest after each, errors at the end (the
+    caller writes the report: `decide.report`). On any exception the manifest records `aborted`
+    and what was decided is kept."""
     out, plan, manifest, found = setup.out, setup.plan, setup.manifest, setup.found
     previous = setup.previous
     result = JobResult(output=setup.output, total=found.rows, skipped=len(setup.committed))
@@ -289,19 +298,15 @@ def write_decisions(
     )
     result.invalid = invalid.height
 
-    def counts() -> dict[str, Any]:
-        return {
-            "total": result.total,
-            "ok": result.ok,
-            "error": result.failed,
-            "invalid_rows": result.invalid,
-            "resumed": result.skipped,
-            "failures": result.failures,
-        }
+    def counts() -> Counts:
+        return Counts(total=result.total, ok=result.ok, error=result.failed,
+                      invalid_rows=result.invalid, resumed=result.skipped,
+                      failures=dict(result.failures))  # fmt: skip
 
-    manifest["counts"] = counts()
-    narrowed: dict[str, int] = dict(setup.prior.get("rules", {}).get("narrowed", {}))
-    manifest["rules"] = {"declared": setup.spec.rules is not None, "narrowed": narrowed}
+    manifest.counts = counts()
+    narrowed = dict(setup.prior.rules.narrowed) if setup.prior is not None else {}
+    manifest.rules = RulesEntry(declared=setup.spec.rules is not None, narrowed=narrowed)
+    out.create()
     out.write_manifest(manifest)
     pending: list[Decision] = []
     last_flush = time.monotonic()
@@ -318,8 +323,9 @@ def write_decisions(
                 frame = setup.confidence.frame(frame)
             out.write_part(frame)
         last_flush = time.monotonic()
-        manifest["counts"] = counts()
-        manifest["seconds"] = round(time.monotonic() - setup.started, 3)
+        manifest.counts = counts()
+        manifest.rules.narrowed = dict(narrowed)
+        manifest.seconds = round(time.monotonic() - setup.started, 3)
         out.write_manifest(manifest)
 
     try:
@@ -327,6 +333,7 @@ def write_decisions(
             pending.append(decision)
             result.nfe += decision.nfe
             result.answer_tokens += decision.answer_tokens
+            result.value_tokens += decision.value_tokens
             for pointer, n in decision.narrowed.items():
                 narrowed[pointer] = narrowed.get(pointer, 0) + n
             if decision.ok:
@@ -340,7 +347,7 @@ def write_decisions(
                 flush()
         flush()
     except BaseException:
-        manifest["status"] = "aborted"
+        manifest.status = "aborted"
         bar.close()
         try:
             flush()  # decisions already made are worth keeping; the resume skips them
@@ -348,27 +355,21 @@ def write_decisions(
             log.error("could not save the last decisions or record the abort: %s", exc)
         raise
     bar.close()
+    if not out.parts():  # nothing to decide: an empty part keeps the output readable and typed
+        out.write_part(_frame([], plan, setup.fields, setup.fingerprints))
     out.write_errors(invalid)
     if setup.confidence is not None and setup.spec.review_below is not None:
-        manifest["review"] = setup.confidence.finish(setup.output)
+        manifest.review = setup.confidence.finish(setup.output)
     result.seconds = time.monotonic() - setup.started
     decided_now = result.ok + result.failed - previous.get("ok", 0) - previous.get("error", 0)
-    manifest.update(
-        status="complete",
-        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        seconds=round(result.seconds, 3),
-        counts=counts(),
-        throughput={
-            "documents": decided_now,
-            "nfe": result.nfe,
-            "answer_tokens": result.answer_tokens,
-        },
-    )
+    manifest.status = "complete"
+    manifest.finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest.seconds = round(result.seconds, 3)
+    manifest.counts = counts()
+    manifest.throughput = Throughput(documents=decided_now, nfe=result.nfe,
+                                     answer_tokens=result.answer_tokens,
+                                     value_tokens=result.value_tokens)  # fmt: skip
     out.write_manifest(manifest)
-    if report:
-        from decide.report import write_report
-
-        write_report(setup.output)
     return result
 
 
@@ -417,7 +418,6 @@ def run_job(
     part_rows: int = 1000,
     part_seconds: float = 60.0,
     progress: bool | None = None,
-    report: bool = True,
     force_calibration: bool = False,
 ) -> JobResult:
     """Decide every row of `inputs` into `output`. Usage errors raise `SpecError` (or
@@ -441,7 +441,7 @@ def run_job(
                                                               setup.found.duplicates))  # fmt: skip
     return write_decisions(
         setup, engine.decide(items), part_rows=part_rows, part_seconds=part_seconds,
-        progress=progress, report=report,
+        progress=progress,
     )  # fmt: skip
 
 

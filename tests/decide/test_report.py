@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from helpers.browser import CHROMEDRIVER, CHROMIUM, chromium_driver
 from helpers.jobdata import QUESTIONS, write_docs
 
 from decide import report as report_module
+from decide import report_figures as figures_module
+from decide.api import run_job
 from decide.cli import main
 from decide.jobs.columns import answer_fields, answers_dtype
-from decide.jobs.runner import run_job
 from decide.jobs.spec import parse_spec
 from decide.report import ReportError, build_report, sample_documents, validate_report, write_report
+from decide.report_html import number_label, render_html
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -95,21 +98,20 @@ MANY_QUESTIONS = [
     {"id": "tags", "text": "Tags?",
      "schema": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2}},
     {"id": "note", "text": "Note?", "schema": {"type": "string", "maxLength": 40}},
+    {"id": "never", "text": "Never answered?", "schema": {"type": ["string", "null"]}},
 ]  # fmt: skip
-ERRORS = [  # (message, kind): the report counts kinds, never reads messages
+ERRORS = [  # message, error_kind (None: a part written before the column existed)
     ("document is empty", "empty_document"),
-    (
-        "answer fails validation: amount: 30000 is greater than the maximum of 20000",
-        "answer_invalid",
-    ),
+    ("answer fails validation: amount: 30000 is greater than the maximum of 20000",
+     "answer_invalid"),
     ("document needs 9000 tokens, the model takes 8192", "document_too_long"),
-    ("answer fails validation: code: 'D1' does not match '^[A-C][0-9]$'", "answer_invalid"),
-    ("", "internal_error"),
-]
+    ("rule /rules/0 (amount < 100) violated: amount is 200", "rule_violated"),
+    ("", None),
+]  # fmt: skip
 
 
 def _value(qid: str, rng: random.Random) -> Any:
-    if rng.random() < 0.1:
+    if qid == "never" or rng.random() < 0.1:
         return None
     return {
         "kind": lambda: rng.choice(["auto", "home", "health", "travel"]),
@@ -133,9 +135,10 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
     rng = random.Random(seed)
     fields = answer_fields({q["id"]: [q["schema"]] for q in MANY_QUESTIONS})
     schema = {
-        "doc_id": pl.String, "status": pl.String, "error": pl.String, "error_kind": pl.String,
+        "doc_id": pl.String, "status": pl.String, "error": pl.String,
         "answers": answers_dtype(fields), "answers_json": pl.String,
         "confidence": pl.Struct({qid: pl.Float64 for qid in fields}), "nfe": pl.Int32,
+        "value_tokens": pl.Int32, "filler_tokens": pl.Int32, "error_kind": pl.String,
     }  # fmt: skip
     (out / "answers").mkdir(parents=True)
     doc = 0
@@ -146,16 +149,18 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
             if part == 2 or rng.random() < 0.2:
                 error, kind = rng.choice(ERRORS)
                 rows.append({"doc_id": f"doc-{doc:05d}", "status": "error", "error": error,
-                             "error_kind": kind, "nfe": 0})  # fmt: skip
+                             "error_kind": kind, "nfe": 0, "value_tokens": 0,
+                             "filler_tokens": 0})  # fmt: skip
                 continue
             values = {qid: _value(qid, rng) for qid in fields}
             confidence = {qid: rng.choice([None, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()])
                           for qid in fields}  # fmt: skip
             rows.append({
-                "doc_id": f"doc-{doc:05d}", "status": "ok", "error": None, "error_kind": None,
+                "doc_id": f"doc-{doc:05d}", "status": "ok", "error": None,
                 "answers": {qid: f.cell(values[qid]) for qid, f in fields.items()},
                 "answers_json": json.dumps(values, separators=(",", ":")),
                 "confidence": confidence, "nfe": rng.randrange(1, 9),
+                "value_tokens": rng.randrange(3, 30), "filler_tokens": rng.randrange(0, 60),
             })  # fmt: skip
         frame = pl.DataFrame(rows, schema=schema, orient="row" if rows else None)
         frame.write_parquet(out / "answers" / f"part-{part:05d}.parquet")
@@ -172,16 +177,15 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
 
 
 def _reference_report(out: Path) -> dict[str, Any]:
-    """The report as it was built before parts were streamed, every part in memory at once:
-    the oracle for `build_report`, less the fields copied from the manifest (`format`, `job`,
-    `generated`)."""
-    r = report_module
+    """The report built by hand from every part in memory at once: the oracle for
+    `build_report`, less the fields copied from the manifest (`format`, `job`, `generated`)."""
+    r, f = report_module, figures_module
     frame = pl.read_parquet(sorted((out / "answers").glob("part-*.parquet")))
     ok, failed = frame.filter(pl.col("status") == "ok"), frame.filter(pl.col("status") == "error")
     reasons: dict[str, int] = {}
-    for kind in failed["error_kind"].to_list():
+    for kind in failed["error_kind"].fill_null("unknown").to_list():
         reasons[kind] = reasons.get(kind, 0) + 1
-    reasons["null_doc_id"] = reasons.get("null_doc_id", 0) + 2
+    reasons["null_doc_id"] = 2
 
     def confidence(values: pl.Series) -> dict[str, Any]:
         values = values.drop_nulls().clip(0.0, 1.0)
@@ -196,10 +200,12 @@ def _reference_report(out: Path) -> dict[str, Any]:
         if isinstance(present.dtype, pl.Struct | pl.List):
             present = pl.Series([json.dumps(v, separators=(",", ":")) for v in present.to_list()])
         distinct = present.n_unique()
-        if distinct <= r.CATEGORY_LIMIT or not present.dtype.is_numeric():
-            top = present.value_counts(sort=True, name="n").head(r.CATEGORY_LIMIT)
+        if distinct <= f.CATEGORY_LIMIT or not present.dtype.is_numeric():
+            counts = present.value_counts(name="n")
+            top = counts.sort(["n", counts.columns[0]], descending=[True, False])
+            top = top.head(f.CATEGORY_LIMIT)
             values = [{"value": v, "count": n} for v, n in top.iter_rows()]
-            return {"type": "categories" if distinct <= r.CATEGORY_LIMIT else "top",
+            return {"type": "categories" if distinct <= f.CATEGORY_LIMIT else "top",
                     "values": values, "other": present.len() - sum(v["count"] for v in values),
                     "distinct": distinct}  # fmt: skip
         values = present.cast(pl.Float64)
@@ -211,43 +217,54 @@ def _reference_report(out: Path) -> dict[str, Any]:
                 "bins": [{"low": low + i * width, "high": low + (i + 1) * width,
                           "count": counts.get(i, 0)} for i in range(10)]}  # fmt: skip
 
+    def answered_mean(qid: str) -> float | None:
+        mean = conf.filter(answers[qid].is_not_null())[qid].drop_nulls().clip(0.0, 1.0).mean()
+        return None if mean is None else float(mean)
+
     answers, conf = ok["answers"].struct.unnest(), ok["confidence"].struct.unnest()
     long = (
         ok.select("doc_id", pl.col("confidence").struct.unnest())
         .unpivot(index="doc_id", variable_name="question", value_name="conf")
         .drop_nulls("conf")
     )
-    least = long.sort("conf", maintain_order=True).head(r.LOWEST)
+    order = {q["id"]: i for i, q in enumerate(MANY_QUESTIONS)}
+    least = long.sort([pl.col("conf"), pl.col("question").replace_strict(order), pl.col("doc_id")])
+    least = least.head(r.LOWEST).select("doc_id", "question", "conf")
     answers_json = dict(ok.select("doc_id", "answers_json").iter_rows())
-    nfe = int(frame["nfe"].sum())
+    nfe, tokens = int(frame["nfe"].sum()), int(frame["value_tokens"].sum())
     return {
         "counts": {"total": frame.height + 2, "decided": frame.height, "ok": ok.height,
                    "failed": failed.height + 2, "invalid_rows": 2, "failed_by_reason": reasons},
         "throughput": {"documents_per_second": frame.height / 3.0, "forward_passes": nfe,
-                       "forward_passes_per_document": nfe / frame.height, "answer_tokens": 500,
-                       "answer_tokens_per_forward_pass": 500 / nfe},
+                       "forward_passes_per_document": nfe / frame.height, "answer_tokens": tokens,
+                       "answer_tokens_per_forward_pass": tokens / nfe,
+                       "filler_tokens": int(frame["filler_tokens"].sum())},
         "questions": [{"id": q["id"], "text": q["text"],
                        "answered": answers[q["id"]].drop_nulls().len(),
+                       "nulls": answers[q["id"]].null_count(),
                        "distribution": distribution(answers[q["id"]]),
-                       "confidence": confidence(conf[q["id"]])} for q in MANY_QUESTIONS],
+                       "confidence": confidence(conf[q["id"]]),
+                       "answered_confidence": answered_mean(q["id"])} for q in MANY_QUESTIONS],
         "confidence": confidence(long["conf"]),
         "lowest_confidence": [{"doc_id": d, "question": q, "confidence": c,
                                "answer": json.loads(answers_json[d]).get(q)}
                               for d, q, c in least.iter_rows()],
         "failures": [{"doc_id": d, "error": e}
-                     for d, e in failed.select("doc_id", "error").head(r.FAILURES).iter_rows()],
+                     for d, e in failed.select("doc_id", "error").sort("doc_id")
+                     .head(r.FAILURES).iter_rows()],
         "rules": {"declared": True, "narrowed": {},
-                  "violations": reasons.get("answer_invalid", 0)},
+                  "violations": reasons.get("answer_invalid", 0)
+                  + reasons.get("rule_violated", 0)},
     }  # fmt: skip
 
 
 def _means(report: Any, where: str = "") -> dict[str, float | None]:
-    """Every `mean` in a report, by path; the report keeps `None` in their place."""
+    """Every mean in a report, by path; the report keeps `None` in their place."""
     found = {}
     items = report.items() if isinstance(report, dict) else enumerate(report)
     for key, value in items:
-        if key == "mean":
-            found[f"{where}/mean"], report[key] = value, None
+        if key in ("mean", "answered_confidence"):
+            found[f"{where}/{key}"], report[key] = value, None
         elif isinstance(value, dict | list):
             found.update(_means(value, f"{where}/{key}"))
     return found
@@ -257,10 +274,10 @@ def _means(report: Any, where: str = "") -> dict[str, float | None]:
 def test_streamed_report_equals_the_all_in_memory_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: bool
 ) -> None:
-    if small:  # batches across parts, frequent merges, free text counted alone, short lists
-        for name, value in (("BATCH_ROWS", 25), ("MERGE_ROWS", 3), ("DISTINCT_HELD", 5),
-                            ("LOWEST", 40), ("FAILURES", 9), ("CATEGORY_LIMIT", 4)):  # fmt: skip
-            monkeypatch.setattr(report_module, name, value)
+    if small:  # short lists, few categories
+        monkeypatch.setattr(report_module, "LOWEST", 40)
+        monkeypatch.setattr(report_module, "FAILURES", 9)
+        monkeypatch.setattr(figures_module, "CATEGORY_LIMIT", 4)
     out = _write_output(tmp_path / "out", [37, 0, 12, 61, 5, 140, 3, 44], seed=5)
     report = build_report(out)
     validate_report(report)
@@ -282,11 +299,54 @@ def test_streamed_report_equals_the_all_in_memory_one(
     assert (out / "report.html").is_file()
 
 
+def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path: Path) -> None:
+    assert [number_label(v, s) for v, s in ((12140.0, 1214.0), (-2.0, 0.4), (0.25, 0.05))] == [
+        "12,140", "-2.0", "0.25"
+    ]  # fmt: skip
+    out = _write_output(tmp_path / "out", [37, 0, 12, 61], seed=2)
+    report = build_report(out)
+    never = next(q for q in report["questions"] if q["id"] == "never")
+    assert never["answered"] == 0 and never["nulls"] > 0 and never["answered_confidence"] is None
+    assert never["confidence"]["mean"] is not None  # the null answers have confidences
+    report["failures"][0]["error"] = "<img src=x onerror=alert(1)>"
+    page = render_html(report, sample_documents(out, report))
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    chart = page[page.index("<h3>never ") :]
+    chart = chart[: chart.index("</div>")]
+    assert "no answers" in chart and f"0 answered, {never['nulls']} null</p>" in chart
+    assert "mean confidence" not in chart
+    amount = page[page.index("<h3>amount ") :]
+    labels = re.findall(r'text-anchor="middle">([^<]*)</text>', amount[: amount.index("</svg>")])
+    assert labels and not any("e+" in label for label in labels)
+    assert any(re.fullmatch(r"\d{1,2},\d{3}", label) for label in labels)
+
+
+def test_parts_written_before_the_token_and_kind_columns(tmp_path: Path) -> None:
+    out = _write_output(tmp_path / "out", [30, 12, 20], seed=3)
+    first = out / "answers" / "part-00000.parquet"
+    old = pl.read_parquet(first)
+    old.drop("value_tokens", "filler_tokens", "error_kind").write_parquet(first)
+    report = build_report(out)
+    validate_report(report)
+    throughput = report["throughput"]
+    assert throughput["answer_tokens"] is None and throughput["filler_tokens"] is None
+    assert throughput["answer_tokens_per_forward_pass"] is None
+    parts = sorted((out / "answers").glob("*.parquet"))
+    assert throughput["forward_passes"] == sum(pl.read_parquet(p)["nfe"].sum() for p in parts)
+    # Error rows of the old part have no kind; neither have those of the newer parts whose kind
+    # is null.
+    later = pl.read_parquet(parts[1:])
+    unclassified = (
+        old.filter(pl.col("status") == "error").height
+        + later.filter((pl.col("status") == "error") & pl.col("error_kind").is_null()).height
+    )
+    assert report["counts"]["failed_by_reason"]["unknown"] == unclassified > 0
+
+
 def test_sampled_documents_stream_and_stay_seeded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in (("BATCH_ROWS", 25), ("SAMPLE_FAILURES", 15), ("SAMPLE_LOW", 6),
-                        ("SAMPLE_RANDOM", 30)):  # fmt: skip
+    for name, value in (("SAMPLE_FAILURES", 15), ("SAMPLE_LOW", 6), ("SAMPLE_RANDOM", 30)):
         monkeypatch.setattr(report_module, name, value)
     out = _write_output(tmp_path / "out", [37, 0, 12, 61, 5, 140, 3, 44], seed=6)
     frame = pl.read_parquet(sorted((out / "answers").glob("part-*.parquet")))

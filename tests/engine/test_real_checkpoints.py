@@ -107,7 +107,7 @@ def test_example_claims_decide_with_each_published_checkpoint(
     spec = spec.model_copy(update={"decoding": spec.decoding.model_copy(update={"max_steps": 4})})
     result = run_job(
         spec, [tmp_path / "claims.parquet"], tmp_path / "out", model=published[name],
-        batch_size=6, progress=False, report=False,
+        batch_size=6, progress=False,
     )  # fmt: skip
     frame = pl.read_parquet(tmp_path / "out" / "answers" / "*.parquet")
     assert result.ok == frame.height == CLAIMS_ROWS, frame["error"].to_list()
@@ -285,6 +285,6 @@ def test_classic_bert_masked_lm_layouts(tmp_path: Path, prefix: str) -> None:
     claims.write_parquet(tmp_path / "claims.parquet")
     result = run_job(
         load_spec(ROOT / "examples" / "claims.yaml"), [tmp_path / "claims.parquet"],
-        tmp_path / "out", model=modern, progress=False, report=False,
+        tmp_path / "out", model=modern, progress=False,
     )  # fmt: skip
     assert result.ok == 3

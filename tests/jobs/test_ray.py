@@ -67,6 +67,8 @@ def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> N
     assert remote.select("doc_id", "status", "error", "answers_json", "team").equals(
         local.select("doc_id", "status", "error", "answers_json", "team")
     )
+    tokens = ["doc_id", "value_tokens", "filler_tokens"]  # what the report's token figures sum
+    assert remote.select(tokens).equals(local.select(tokens))
     assert result.failed == 1  # the duplicated id
     texts = dict(zip(*pl.read_parquet(docs).select("doc_id", "document"), strict=False))
     for row in remote.filter(pl.col("status") == "ok").iter_rows(named=True):

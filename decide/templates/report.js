@@ -1,0 +1,191 @@
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("sample").textContent);
+  var rows = data.rows, questions = data.questions, low = data.low;
+  var body = document.getElementById("doc-body");
+  var search = document.getElementById("search");
+  window.decideMarks = function (value, answers) {  // for tests: the marks `show` would draw
+    var pre = document.createElement("pre");
+    mark(pre, value, answers);
+    return Array.from(pre.querySelectorAll("mark")).map(function (m) {
+      return [m.getAttribute("data-question"), m.textContent];
+    });
+  };
+  var shown = document.getElementById("shown");
+  var sortKey = null, sortDir = 1;
+
+  function text(v) {
+    if (v === null || v === undefined) { return ""; }
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+  function minConf(r) {
+    if (!r.confidence) { return -1; }
+    var m = 2;
+    for (var k in r.confidence) { if (r.confidence[k] < m) { m = r.confidence[k]; } }
+    return m;
+  }
+  function cell(tr, value, cls) {
+    var td = document.createElement("td");
+    td.textContent = value;
+    if (cls) { td.className = cls; }
+    tr.appendChild(td);
+  }
+  function render() {
+    var q = search.value.toLowerCase();
+    var list = rows.filter(function (r) {
+      if (!q) { return true; }
+      var hay = [text(r.doc_id), r.status, r.error || "", JSON.stringify(r.answers || {}),
+                 r.text || ""].join(" ").toLowerCase();
+      return hay.indexOf(q) !== -1;
+    });
+    if (sortKey !== null) {
+      list.sort(function (a, b) {
+        var x = sortKey(a), y = sortKey(b);
+        return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
+      });
+    }
+    body.textContent = "";
+    list.forEach(function (r) {
+      var tr = document.createElement("tr");
+      tr.className = "doc";
+      cell(tr, text(r.doc_id));
+      cell(tr, r.status, r.status === "error" ? "bad" : "");
+      questions.forEach(function (qid) {
+        var c = r.confidence ? r.confidence[qid] : null;
+        var v = r.answers ? text(r.answers[qid]) : (r.error || "");
+        cell(tr, v, c !== null && c !== undefined && c < low ? "low" : "");
+      });
+      var m = minConf(r);
+      cell(tr, m < 0 ? "" : m.toFixed(3), m >= 0 && m < low ? "low" : "");
+      tr.addEventListener("click", function () { show(r, tr); });
+      body.appendChild(tr);
+    });
+    shown.textContent = list.length + " of " + rows.length + " sampled documents";
+  }
+  // Every string answer found in the document text (as whole words, ignoring case, accents and
+  // whitespace: an uncased model answers "tulsa,ok" for "Tulsa, OK") is marked where it occurs,
+  // and every number answer where the text states that number ("$12,500.00" for 12500, read as
+  // decide's extract reads numbers), so a reviewer sees where it came from; overlapping matches
+  // keep the earlier, longer one.
+  var NUMBER = new RegExp("(?:(?<![\\p{L}\\p{N}_.])[-\u2212])?(?<![\\p{L}\\p{N}_.])" +
+    "(?:\\d{1,3}(?:,\\d{3})+|\\d+)(?:\\.\\d+)?(?!\\d)(?!\\.\\d)", "gu");
+  // The text with accents and other combining marks removed, and for each of its UTF-16 units
+  // the offset in the original it came from (one more entry: the original's length), so that
+  // "jose muller" (an uncased vocabulary strips accents) is found in "José Müller".
+  function fold(text) {
+    var out = "", from = [], at = 0;
+    for (var c of text) {
+      var f = c.normalize("NFD").replace(/\p{M}/gu, "");
+      for (var k = 0; k < f.length; k++) { from.push(at); }
+      out += f;
+      at += c.length;
+    }
+    from.push(text.length);
+    return { text: out, from: from };
+  }
+  function mark(pre, value, answers) {
+    var found = [];
+    var folded = fold(value);
+    questions.forEach(function (qid) {
+      var a = answers[qid];
+      if (typeof a === "number") {
+        var n;
+        NUMBER.lastIndex = 0;
+        while ((n = NUMBER.exec(value)) !== null) {
+          if (parseFloat(n[0].replace("\u2212", "-").replace(/,/g, "")) === a) {
+            found.push([n.index, n.index + n[0].length, qid]);
+          }
+        }
+        return;
+      }
+      if (typeof a !== "string") { return; }
+      var chars = Array.from(fold(a).text.replace(/\s+/g, ""));
+      if (chars.length < 2) { return; }
+      var body = chars.map(function (c) {
+        return c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+      }).join("\\s*");
+      var re = new RegExp("(?<![\\p{L}\\p{N}])" + body + "(?![\\p{L}\\p{N}])", "giu");
+      var m;
+      while ((m = re.exec(folded.text)) !== null) {
+        found.push([folded.from[m.index], folded.from[m.index + m[0].length], qid]);
+      }
+    });
+    found.sort(function (x, y) { return x[0] - y[0] || y[1] - x[1]; });
+    var at = 0;
+    found.forEach(function (f) {
+      if (f[0] < at) { return; }
+      pre.appendChild(document.createTextNode(value.slice(at, f[0])));
+      var m = document.createElement("mark");
+      m.title = f[2];
+      m.setAttribute("data-question", f[2]);
+      m.textContent = value.slice(f[0], f[1]);
+      pre.appendChild(m);
+      at = f[1];
+    });
+    pre.appendChild(document.createTextNode(value.slice(at)));
+  }
+  function show(r, tr) {
+    var prev = body.querySelector("tr.selected");
+    if (prev) { prev.className = "doc"; }
+    tr.className = "doc selected";
+    var panel = document.getElementById("detail");
+    panel.textContent = "";
+    var left = document.createElement("div");
+    var h = document.createElement("h3");
+    h.textContent = "Document " + text(r.doc_id);
+    left.appendChild(h);
+    var pre = document.createElement("pre");
+    if (r.text === null) {
+      pre.textContent = "(document text not available: the input files were not readable " +
+        "when this report was built)";
+    } else {
+      mark(pre, r.text, r.status === "ok" ? r.answers : {});
+      if (r.text_cut) { pre.appendChild(document.createTextNode("\n[…]")); }
+    }
+    left.appendChild(pre);
+    var right = document.createElement("div");
+    var h2 = document.createElement("h3");
+    h2.textContent = r.status === "ok" ? "Answers" : "Error";
+    right.appendChild(h2);
+    if (r.status !== "ok") {
+      var p = document.createElement("p");
+      p.className = "bad";
+      p.textContent = r.error;
+      right.appendChild(p);
+    } else {
+      var dl = document.createElement("dl");
+      questions.forEach(function (qid) {
+        if (!(qid in r.answers)) { return; }
+        var dt = document.createElement("dt");
+        dt.textContent = qid;
+        var dd = document.createElement("dd");
+        var span = document.createElement("span");
+        var c = r.confidence[qid];
+        span.textContent = text(r.answers[qid]) + "  (confidence " + c.toFixed(3) + ")";
+        if (c < low) { span.className = "low"; }
+        dd.appendChild(span);
+        dl.appendChild(dt);
+        dl.appendChild(dd);
+      });
+      right.appendChild(dl);
+    }
+    panel.appendChild(left);
+    panel.appendChild(right);
+  }
+  document.querySelectorAll("#doc-table th").forEach(function (th, i) {
+    th.addEventListener("click", function () {
+      var keys = [function (r) { return text(r.doc_id); }, function (r) { return r.status; }];
+      questions.forEach(function (qid) {
+        keys.push(function (r) { return r.answers ? text(r.answers[qid]) : ""; });
+      });
+      keys.push(minConf);
+      sortDir = (th.className === "sorted-asc") ? -1 : 1;
+      document.querySelectorAll("#doc-table th").forEach(function (o) { o.className = ""; });
+      th.className = sortDir === 1 ? "sorted-asc" : "sorted-desc";
+      sortKey = keys[i];
+      render();
+    });
+  });
+  search.addEventListener("input", render);
+  render();
+})();
