@@ -1,5 +1,5 @@
 """Benchmark: scoring finite slots' whole options, every slot of a batch in one tree walk
-(`decide.engine.sampler._trie_scores`) against one walk per slot and prefix node (the
+(`decide.engine.scoring._trie_scores`) against one walk per slot and prefix node (the
 implementation before 2026-12-01, kept below as the baseline).
 
 A finite slot (enum, boolean, small integer range, short pattern) is decided as a whole option:
@@ -23,7 +23,7 @@ import common
 import torch
 from tokenizers import Tokenizer
 
-from decide.engine.sampler import _trie_scores
+from decide.engine.scoring import _trie_scores
 from decide.schemas import Vocabulary, compile_slot
 
 SCHEMAS = {

@@ -25,13 +25,13 @@ import common
 import torch
 
 from decide.engine import load_model
+from decide.engine.commit import CommitPolicy
 from decide.engine.constraints import InfeasibleSlot
-from decide.engine.sampler import Sampler
 from decide.kernels import masked_confidence
 
 
 def baseline_commit_all(self, row, positions: list[int], logits: torch.Tensor) -> None:
-    """`Sampler._commit_all` before 2026-12-01."""
+    """`CommitPolicy.commit_all` (then `Sampler._commit_all`) before 2026-12-01."""
     remaining = dict(zip(positions, range(len(positions)), strict=True))
     while remaining:
         by_slot: dict[int, list[int]] = {}
@@ -46,7 +46,7 @@ def baseline_commit_all(self, row, positions: list[int], logits: torch.Tensor) -
             best = masked_confidence(logits, masks.to(logits.device), rows.to(logits.device))
             k = int(torch.argmax(best.prob))
             pos = slot_positions[k]
-            if not self._commit_position(row, pos, int(best.token[k]), float(best.prob[k])):
+            if not self.commit_position(row, pos, int(best.token[k]), float(best.prob[k])):
                 raise InfeasibleSlot(f"slot {slot_index}: its best allowed token was rejected")
             del remaining[pos]
 
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     docs = common.documents(args.docs, seed=7, questions=9)
-    current = Sampler._commit_all
+    current = CommitPolicy.commit_all
     rows = []
     with tempfile.TemporaryDirectory() as where:
         for name in args.models:
@@ -81,11 +81,11 @@ def main() -> None:
                 run(engine, items[:4])  # warm: masks, caches
                 for _ in range(args.reps):
                     for now in (False, True):
-                        Sampler._commit_all = current if now else baseline_commit_all
+                        CommitPolicy.commit_all = current if now else baseline_commit_all
                         seconds, decisions = run(engine, items)
                         times[now].append(seconds)
                         answers[now] = {k: d.answers_json for k, d in decisions.items()}
-                Sampler._commit_all = current
+                CommitPolicy.commit_all = current
                 assert answers[False] == answers[True], "the new fill changed an answer"
                 slow, fast = min(times[False]), min(times[True])
                 ok = sum(v is not None for v in answers[True].values())
