@@ -39,8 +39,8 @@ import decide.engine.sampler as sampler_module
 import decide.engine.scoring as scoring_module
 from decide.engine import load_model
 from decide.engine.commit import CommitPolicy
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.engine.sampler import Sampler, SamplerConfig
-from decide.engine.synthetic import write_random_checkpoint
 from decide.kernels import masked_confidence
 
 PIECES = ("forward", "logits", "options", "bitmask", "masked_confidence", "commit")

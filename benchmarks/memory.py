@@ -30,7 +30,7 @@ import polars as pl
 from tokenizers import ByteLevelBPETokenizer
 
 from decide.bundled import bundled_model_path
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
