@@ -10,24 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .family import Family, RawConfig, config_field, refuse, require_positive
+from .family import Family, RawConfig, config_field, hf_sizes, refuse, require_positive
 
 
 def _parse_bert(raw: RawConfig) -> dict[str, Any]:
     refuse(raw, "hidden_act", lambda v: v in ("gelu", "gelu_python"), "only exact GELU")
     refuse(raw, "position_embedding_type", lambda v: v == "absolute", "relative positions")
     refuse(raw, "is_decoder", lambda v: v is False, "a causal BERT decoder")
-    hidden = config_field(raw, "hidden_size", int)
-    heads = config_field(raw, "num_attention_heads", int)
-    vocab = config_field(raw, "vocab_size", int)
+    sizes = hf_sizes(raw, kv_field=None)
+    hidden, heads = sizes["hidden_size"], sizes["num_heads"]
     return require_positive(
         {
-            "vocab_size": vocab,
-            "embedding_size": vocab,
-            "hidden_size": hidden,
-            "num_layers": config_field(raw, "num_hidden_layers", int),
-            "num_heads": heads,
-            "num_kv_heads": heads,
+            **sizes,
             "head_dim": hidden // heads if heads else 0,
             "intermediate_size": config_field(raw, "intermediate_size", int),
             "rope_theta": 0.0,

@@ -11,24 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from .family import Family, RawConfig, config_field, refuse, require_positive
+from .family import (
+    Family,
+    RawConfig,
+    config_field,
+    hf_sizes,
+    refuse,
+    refuse_decoder_switches,
+    require_positive,
+)
 
 
 def _parse_qwen(raw: RawConfig, *, qk_norm: bool, default_bias: bool) -> dict[str, Any]:
-    refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
-    refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")
-    refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
-    hidden = config_field(raw, "hidden_size", int)
-    heads = config_field(raw, "num_attention_heads", int)
-    vocab = config_field(raw, "vocab_size", int)
+    refuse_decoder_switches(raw)
+    sizes = hf_sizes(raw)
+    hidden, heads = sizes["hidden_size"], sizes["num_heads"]
     return require_positive(
         {
-            "vocab_size": vocab,
-            "embedding_size": vocab,
-            "hidden_size": hidden,
-            "num_layers": config_field(raw, "num_hidden_layers", int),
-            "num_heads": heads,
-            "num_kv_heads": config_field(raw, "num_key_value_heads", int, heads),
+            **sizes,
             "head_dim": config_field(raw, "head_dim", int, hidden // heads if heads else 0),
             "intermediate_size": config_field(raw, "intermediate_size", int),
             "rope_theta": config_field(raw, "rope_theta", float, 10000.0),

@@ -5,8 +5,10 @@ mask token id lives and how they run at inference (bidirectional or block-causal
 shifted logits): `parse` turns a raw config dict into `ModelConfig` fields, `weight_names` gives,
 for those fields, the exact set of tensors a checkpoint must hold (checkpoint name → engine
 parameter name). `config_field` reads one field with its type checked, `refuse` rejects a switch
-the engine does not implement, `require_positive` the sizes that must be positive; every failure
-is a `ModelLoadError` naming the field. Nothing here touches tensors.
+the engine does not implement, `require_positive` the sizes that must be positive, `hf_sizes`
+reads the size fields most configs spell the Hugging Face way and `refuse_decoder_switches` the
+switches LLaMA/Qwen-style configs share; every failure is a `ModelLoadError` naming the field.
+Nothing here touches tensors.
 """
 
 from __future__ import annotations
@@ -69,3 +71,28 @@ def require_positive(fields: dict[str, Any]) -> dict[str, Any]:
         if fields[key] <= 0:
             raise ModelLoadError(f"config.json: `{key}` must be positive, got {fields[key]}")
     return fields
+
+
+def hf_sizes(raw: RawConfig, kv_field: str | None = "num_key_value_heads") -> dict[str, Any]:
+    """`ModelConfig`'s size fields from `vocab_size` (also the embedding rows), `hidden_size`,
+    `num_hidden_layers`, `num_attention_heads` and `kv_field` (key/value heads, defaulting to the
+    attention heads; None: as many as attention heads, for families without GQA)."""
+    hidden = config_field(raw, "hidden_size", int)
+    heads = config_field(raw, "num_attention_heads", int)
+    kv = heads if kv_field is None else config_field(raw, kv_field, int, heads)
+    vocab = config_field(raw, "vocab_size", int)
+    return {
+        "vocab_size": vocab,
+        "embedding_size": vocab,
+        "hidden_size": hidden,
+        "num_layers": config_field(raw, "num_hidden_layers", int),
+        "num_heads": heads,
+        "num_kv_heads": kv,
+    }
+
+
+def refuse_decoder_switches(raw: RawConfig) -> None:
+    """Refuse what LLaMA/Qwen-style configs can switch on that the engine does not implement."""
+    refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
+    refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
+    refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")

@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ModelLoadError
-from .family import Family, RawConfig, config_field, refuse, require_positive
+from .family import (
+    Family,
+    RawConfig,
+    config_field,
+    refuse,
+    refuse_decoder_switches,
+    require_positive,
+)
 from .hybrid_config import HybridSpec
 
 LAYER_TYPES = ("linear_attention", "full_attention")
@@ -21,9 +28,7 @@ LAYER_TYPES = ("linear_attention", "full_attention")
 def _parse_qwen3_next(raw: RawConfig) -> dict[str, Any]:
     """Qwen3-Next's config (and block-diffusion hybrids built on it). Defaults are those of
     `transformers`' Qwen3NextConfig, so a config that leaves a field out means the same here."""
-    refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
-    refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")
-    refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
+    refuse_decoder_switches(raw)
     rope = config_field(
         raw, "rope_parameters", dict, {}
     )  # transformers 5 nests the RoPE fields here

@@ -5,7 +5,7 @@ publisher's own config class where a field is missing) into `ModelConfig` fields
 `architecture="moe"` and a `MoeSpec`; every switch the engine does not implement is refused with a
 `ModelLoadError` naming the field. Each weight map gives the exact checkpoint tensor set for that
 config (checkpoint name → `MoeLM` parameter). `MOE_FAMILIES` is registered in `families.FAMILIES`.
-`moe_synthetic.py` writes the same field names at tiny sizes.
+`random_configs.py` writes the same field names at tiny sizes.
 
 - `llada2_moe` (family llada2_moe; inclusionAI/LLaDA2.0-mini, -flash): sigmoid scores + expert
   bias, grouped top-k, renormalised, × `routed_scaling_factor`, shared experts, first dense layers,
@@ -22,7 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ModelLoadError
-from .family import Family, RawConfig, config_field, refuse, require_positive
+from .family import (
+    Family,
+    RawConfig,
+    config_field,
+    hf_sizes,
+    refuse,
+    refuse_decoder_switches,
+    require_positive,
+)
 from .moe_config import MoeSpec
 
 LLADA2_MASK_ID = 156895  # LLaDA2.0's `generate(mask_id=156895)`; LLaDA-MoE shares the tokenizer
@@ -37,20 +45,11 @@ def _spec(**fields: Any) -> MoeSpec:
 
 
 def _common(raw: RawConfig, head_dim: int, **fields: Any) -> dict[str, Any]:
-    hidden = config_field(raw, "hidden_size", int)
-    heads = config_field(raw, "num_attention_heads", int)
-    kv = (
-        config_field(raw, "num_key_value_heads", int, heads) or heads
-    )  # LLaDA2's class default is 0
-    vocab = config_field(raw, "vocab_size", int)
+    sizes = hf_sizes(raw)
+    sizes["num_kv_heads"] = sizes["num_kv_heads"] or sizes["num_heads"]  # LLaDA2's default is 0
     return require_positive(
         {
-            "vocab_size": vocab,
-            "embedding_size": vocab,
-            "hidden_size": hidden,
-            "num_layers": config_field(raw, "num_hidden_layers", int),
-            "num_heads": heads,
-            "num_kv_heads": kv,
+            **sizes,
             "head_dim": head_dim,
             "max_position_embeddings": config_field(raw, "max_position_embeddings", int, 32768),
             "mlp_bias": False,
@@ -59,12 +58,6 @@ def _common(raw: RawConfig, head_dim: int, **fields: Any) -> dict[str, Any]:
             **fields,
         }
     )
-
-
-def _refuse_common(raw: RawConfig) -> None:
-    refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
-    refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
-    refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")
 
 
 def _head_dim(raw: RawConfig) -> int:
@@ -78,7 +71,7 @@ def _head_dim(raw: RawConfig) -> int:
 
 
 def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
+    refuse_decoder_switches(raw)
     refuse(raw, "norm_head", lambda v: v is False, "a normalised LM head")
     refuse(raw, "score_function", lambda v: v == "sigmoid", "LLaDA2 routes with sigmoid scores")
     refuse(raw, "norm_topk_prob", lambda v: v is True, "the published router always renormalises")
@@ -182,7 +175,7 @@ def _llada2_weights(f: dict[str, Any]) -> dict[str, str]:
 
 
 def _parse_sdar_moe(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
+    refuse_decoder_switches(raw)
     layers = config_field(raw, "num_hidden_layers", int)
     experts = config_field(raw, "num_experts", int, 128)
     step = config_field(raw, "decoder_sparse_step", int, 1)
@@ -261,7 +254,7 @@ def _claims_llada_moe(raw: RawConfig) -> bool:
 
 
 def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
+    refuse_decoder_switches(raw)
     refuse(raw, "clip_qkv", lambda v: v is None, "q/k/v clipping")
     score = "`moe_router_score_function`"
     refuse(raw, "moe_router_score_function", lambda v: v in (None, "softmax"), f"{score}: softmax")
