@@ -26,7 +26,7 @@ import torch
 
 from decide.engine import load_model
 from decide.engine.loader import LoadedModel
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.jobs.decisions import DecisionEngine, Item
 from decide.jobs.models import bundled_model_path
 from decide.jobs.questions import CompiledQuestion, special_ids

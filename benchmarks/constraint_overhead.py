@@ -4,11 +4,11 @@ vocabularies of 50,257 (GPT-2) and 151,936 tokens (GPT-2 plus synthetic tokens, 
 
 The production sampler runs unchanged; a subclass times the pieces of each step from outside:
 the model's forward, the logits of the dense (position-by-position) slots, whole-option scoring
-of finite slots (their candidate tokens' logits and the prefix-tree softmax), `_bitmasks`
+of finite slots (their candidate tokens' logits and the prefix-tree softmax), `bitmasks`
 (`fill_bitmask` of every touched slot plus assembling the `[N, ceil(V/32)]` int32 rows),
 `masked_confidence` (on CPU its PyTorch reference: a masked fp32 copy of the logits, softmax and
 top-2), commits (the constraints' reachability updates included), and the rest (batch assembly,
-bookkeeping). Mask work = `_bitmasks` + `masked_confidence`. To separate what masks add from what
+bookkeeping). Mask work = `bitmasks` + `masked_confidence`. To separate what masks add from what
 any confidence-based decoder pays, each `masked_confidence` call is followed by an untimed-in-step
 unmasked arg-max + log-sum-exp over the same logits (what the LLaDA loop computes), reported as
 "mask work beyond unmasked".
@@ -34,10 +34,14 @@ from pathlib import Path
 import common
 import torch
 
+import decide.engine.commit as commit_module
 import decide.engine.sampler as sampler_module
+import decide.engine.scoring as scoring_module
 from decide.engine import load_model
+from decide.engine.commit import CommitPolicy
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.engine.sampler import Sampler, SamplerConfig
-from decide.engine.synthetic import write_random_checkpoint
+from decide.kernels import masked_confidence
 
 PIECES = ("forward", "logits", "options", "bitmask", "masked_confidence", "commit")
 
@@ -70,25 +74,23 @@ class TimedSampler(Sampler):
         with self.watch("step"):
             return super()._step(rows, cache, prefill)
 
-    def _bitmasks(self, rows, entries):
-        with self.watch("bitmask"):
-            return super()._bitmasks(rows, entries)
 
-    def _score_options(self, rows, option_slots, hidden, starts):
-        with self.watch("options"):
-            scored = list(super()._score_options(rows, option_slots, hidden, starts))
-        return iter(scored)
+def _timed(watch: common.Stopwatch, piece: str, function):
+    def timed(*args, **kwargs):
+        with watch(piece):
+            out = function(*args, **kwargs)
+            # score_options is a generator: its work runs while it is consumed
+            return list(out) if piece == "options" else out
 
-    def _commit(self, row, items, logits, forced):
-        with self.watch("commit"):
-            return super()._commit(row, items, logits, forced)
+    return timed
 
 
 @contextlib.contextmanager
-def timed_masked_confidence(watch: common.Stopwatch) -> Iterator[None]:
-    """Time the sampler's `masked_confidence` calls, and after each one the unmasked equivalent
-    on the same logits (recorded as "plain" and taken out of the step time)."""
-    original = sampler_module.masked_confidence
+def timed_pieces(watch: common.Stopwatch) -> Iterator[None]:
+    """Time the step's pieces where the sampler's modules call them (bitmasks and options in
+    `scoring`/`sampler`, commits in `commit`), and each `masked_confidence` call followed by the
+    unmasked equivalent on the same logits (recorded as "plain" and taken out of the step time)."""
+    original = masked_confidence
 
     def timed(logits, bitmask, *args, **kwargs):
         with watch("masked_confidence"):
@@ -100,11 +102,21 @@ def timed_masked_confidence(watch: common.Stopwatch) -> Iterator[None]:
         watch.add("plain", time.perf_counter() - started)
         return out
 
-    sampler_module.masked_confidence = timed
+    patches = [
+        (scoring_module, "masked_confidence", timed),
+        (commit_module, "masked_confidence", timed),
+        (scoring_module, "bitmasks", _timed(watch, "bitmask", scoring_module.bitmasks)),
+        (sampler_module, "score_options", _timed(watch, "options", sampler_module.score_options)),
+        (CommitPolicy, "commit", _timed(watch, "commit", CommitPolicy.commit)),
+    ]
+    saved = [(where, name, getattr(where, name)) for where, name, _ in patches]
+    for where, name, value in patches:
+        setattr(where, name, value)
     try:
         yield
     finally:
-        sampler_module.masked_confidence = original
+        for where, name, value in saved:
+            setattr(where, name, value)
 
 
 def measure(loaded, widen: bool, args: argparse.Namespace) -> tuple[common.Stopwatch, dict]:
@@ -116,7 +128,7 @@ def measure(loaded, widen: bool, args: argparse.Namespace) -> tuple[common.Stopw
     list(eng.decide(items[:2]))  # warm-up (untimed): mask caches, allocator
     watch = common.Stopwatch()
     eng.sampler = TimedSampler(loaded.model, eng.sampler.config, watch)
-    with timed_masked_confidence(watch):
+    with timed_pieces(watch):
         started = time.perf_counter()
         decisions = list(eng.decide(items))
         total = time.perf_counter() - started

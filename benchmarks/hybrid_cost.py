@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from decide.engine import load_model
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENIZER = ROOT / "tests" / "data" / "gpt2" / "tokenizer.json"

@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 from tokenizers import ByteLevelBPETokenizer
 
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.jobs.models import bundled_model_path
 
 ROOT = Path(__file__).resolve().parents[1]

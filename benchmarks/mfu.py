@@ -36,7 +36,7 @@ from torch import nn
 
 from decide.engine import load_model
 from decide.engine.model import WindowedModel
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 LLAMA_SHAPE = common.QWEN05_LAYER

@@ -7,14 +7,16 @@ satisfy `SlotConstraint`, and the sampler only ever talks to this protocol.
 Bitmasks are int32 tensors `[rows, ceil(V / 32)]` on the CPU, the layout XGrammar, llguidance and
 outlines-core share: bit `t % 32` of word `t // 32` is set when token `t` is allowed. Tokens at or
 beyond the mask's width (for example logits padded wider than the tokenizer) are never allowed.
+Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import torch
+if TYPE_CHECKING:  # the protocol is importable without torch (`decide.schemas` imports it)
+    import torch
 
 
 def bitmask_width(vocab_size: int) -> int:

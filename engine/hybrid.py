@@ -33,7 +33,7 @@ from .attention import AttentionPlan, attend
 from .config import ModelConfig
 from .gdn import GatedDeltaNet
 from .hybrid_cache import HybridCache
-from .layers import SwiGLU, apply_rope, rope_cos_sin
+from .layers import SwiGLU, apply_partial_rope, rope_cos_sin
 from .model import LinearHead, WindowedModel
 
 EXPERT_PARTS = ("gate_proj", "up_proj", "down_proj")
@@ -67,13 +67,6 @@ class GatedAttention(nn.Module):
         self.q_norm = OffsetRMSNorm(c.head_dim, c.norm_eps)
         self.k_norm = OffsetRMSNorm(c.head_dim, c.norm_eps)
 
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Rotate the leading `rotary_dim` dims of `x` `[B, H, Lw, D]`, pass the rest."""
-        rot = self.rotary_dim
-        if rot == 0:
-            return x
-        return torch.cat((apply_rope(x[..., :rot], cos, sin), x[..., rot:]), dim=-1)
-
     def forward(
         self,
         x: torch.Tensor,  # [B, Lw, H]
@@ -89,8 +82,9 @@ class GatedAttention(nn.Module):
         gate = gate.reshape(b, lw, -1)  # [B, Lw, Hq·D]
         k = self.k_proj(x).view(b, lw, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).view(b, lw, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q = self._rope(self.q_norm(q).transpose(1, 2), cos, sin)  # [B, Hq, Lw, D]
-        k = self._rope(self.k_norm(k).transpose(1, 2), cos, sin)  # [B, Hkv, Lw, D]
+        rot = self.rotary_dim
+        q = apply_partial_rope(self.q_norm(q).transpose(1, 2), cos, sin, rot)  # [B, Hq, Lw, D]
+        k = apply_partial_rope(self.k_norm(k).transpose(1, 2), cos, sin, rot)  # [B, Hkv, Lw, D]
         keys, values = (k, v) if cache is None else cache.write(slot, k, v, plan.span)
         out = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, -1)  # [B, Lw, Hq·D]
         return self.o_proj(out * torch.sigmoid(gate))

@@ -42,6 +42,18 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos[:, None] + rotated * sin[:, None]
 
 
+def apply_partial_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int
+) -> torch.Tensor:
+    """Rotate the leading `rotary_dim` dims of `x` `[B, H, L, D]` by the tables
+    `[B, L, rotary_dim]` and pass the rest (partial rotary; all dims when `rotary_dim == D`)."""
+    if rotary_dim == x.shape[-1]:
+        return apply_rope(x, cos, sin)
+    if rotary_dim == 0:
+        return x
+    return torch.cat((apply_rope(x[..., :rotary_dim], cos, sin), x[..., rotary_dim:]), dim=-1)
+
+
 class SwiGLU(nn.Module):
     def __init__(self, hidden: int, intermediate: int, bias: bool) -> None:
         super().__init__()

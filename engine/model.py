@@ -20,17 +20,27 @@ from torch import nn
 from .attention import AttentionPlan, attend, plan_attention
 from .cache import KVCache
 from .config import ModelConfig
-from .layers import RMSNorm, SwiGLU, apply_rope, rope_cos_sin
+from .layers import RMSNorm, SwiGLU, apply_partial_rope, rope_cos_sin
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, c: ModelConfig) -> None:
+    """GQA attention with RoPE over the window and the row's cached prefix. `rotary_dim` (default:
+    the whole head) is how many leading dims of each head RoPE rotates; `fused_qkv` reads q, k and
+    v from one `qkv_proj` (LLaDA2's `query_key_value`) instead of three projections."""
+
+    def __init__(self, c: ModelConfig, rotary_dim: int | None = None, fused_qkv: bool = False):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        self.rotary_dim = c.head_dim if rotary_dim is None else rotary_dim
         q, kv = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        self.q_proj = nn.Linear(c.hidden_size, q, bias=c.attention_bias)
-        self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
-        self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+        self.sizes = (q, kv, kv)
+        self.qkv_proj = (
+            nn.Linear(c.hidden_size, q + 2 * kv, bias=c.attention_bias) if fused_qkv else None
+        )
+        if self.qkv_proj is None:
+            self.q_proj = nn.Linear(c.hidden_size, q, bias=c.attention_bias)
+            self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
+            self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
         self.o_proj = nn.Linear(q, c.hidden_size, bias=c.output_bias)
         self.q_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
         self.k_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
@@ -38,20 +48,24 @@ class SelfAttention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # [B, Lw, H]
-        cos: torch.Tensor,  # [B, Lw, D]
+        cos: torch.Tensor,  # [B, Lw, rotary_dim]
         sin: torch.Tensor,
         cache: KVCache | None,
         layer: int,
         plan: AttentionPlan,
     ) -> torch.Tensor:
         b, lw, _ = x.shape
-        q = self.q_proj(x).view(b, lw, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(b, lw, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(b, lw, self.num_kv_heads, self.head_dim)
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.reshape(b, lw, self.num_heads, self.head_dim)
+        k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
+        v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rope(q.transpose(1, 2), cos, sin)  # [B, Hq, Lw, D]
-        k = apply_rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Lw, D]
+        q = apply_partial_rope(q.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hq, Lw, D]
+        k = apply_partial_rope(k.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hkv, Lw, D]
         v = v.transpose(1, 2)
         keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
         out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
@@ -210,7 +224,7 @@ class DiffusionLM(LinearHead, WindowedModel):
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.embedding_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(self._layer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.norm_eps)
         self.lm_head = (
             None
@@ -218,12 +232,21 @@ class DiffusionLM(LinearHead, WindowedModel):
             else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
         )
 
+    def _layer(self, config: ModelConfig, index: int) -> nn.Module:
+        """Layer `index` of the stack (subclasses with other layers override this)."""
+        return DecoderLayer(config)
+
+    @property
+    def rotary_dim(self) -> int:
+        """Leading dimensions of each head that RoPE rotates (all of them here)."""
+        return self.config.head_dim
+
     def _trunk(
         self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
     ) -> torch.Tensor:
         c = self.config
         x = self.embed(input_ids)  # [B, Lw, H]
-        cos, sin = rope_cos_sin(plan.positions, c.head_dim, c.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(plan.positions, self.rotary_dim, c.rope_theta, x.dtype)
         for i, layer in enumerate(self.layers):
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
             x = x + layer.mlp(layer.mlp_norm(x))

@@ -1,14 +1,14 @@
 """Attention + mixture-of-experts decoders: LLaDA2.0 (`llada2_moe`), SDAR-MoE (`sdar_moe`) and
 LLaDA-MoE, run natively with the shared layers.
 
-Contract. `MoeLM` is a `WindowedModel` (same window/cache `forward`, `KVCache`, `logits`,
-`token_logits` as `DiffusionLM`) configured by `ModelConfig.moe` (`MoeSpec`, `moe_config.py`).
+Contract. `MoeLM` is a `DiffusionLM` (same trunk, window/cache `forward`, `KVCache`, `logits`,
+`token_logits`) with its own layers, configured by `ModelConfig.moe` (`MoeSpec`, `moe_config.py`).
 Per layer: RMSNorm → GQA attention → residual → RMSNorm → dense SwiGLU or sparse MoE block →
-residual; final RMSNorm and head. Attention: q/k/v as three projections or one fused
-`query_key_value` (rows q heads | k heads | v heads, LLaDA2's layout), optional per-head q/k RMSNorm
-before RoPE, RoPE on the leading `rotary_dim` dims of each head (partial rotary), masking by the
-family (`attention.py`: bidirectional or block-causal). MoE block: routing exactly as the
-`MoeSpec` docstring states (softmax or sigmoid scores in fp32, expert bias, grouped top-k,
+residual; final RMSNorm and head. Attention (`model.SelfAttention`): q/k/v as three projections or
+one fused `query_key_value` (rows q heads | k heads | v heads, LLaDA2's layout), optional per-head
+q/k RMSNorm before RoPE, RoPE on the leading `rotary_dim` dims of each head (partial rotary),
+masking by the family (`attention.py`: bidirectional or block-causal). MoE block: routing exactly as
+the `MoeSpec` docstring states (softmax or sigmoid scores in fp32, expert bias, grouped top-k,
 renormalisation, routed scaling), routed SwiGLU experts through `decide.kernels.moe_experts`, plus
 an optional shared SwiGLU expert added unscaled. Routing is per token, so results never depend on
 which other tokens share the batch.
@@ -29,12 +29,10 @@ from torch import nn
 
 from decide.kernels.moe import moe_experts
 
-from .attention import AttentionPlan, attend
-from .cache import KVCache
 from .config import ModelConfig
 from .hybrid import Experts
-from .layers import RMSNorm, SwiGLU, apply_rope, rope_cos_sin
-from .model import LinearHead, WindowedModel
+from .layers import RMSNorm, SwiGLU
+from .model import DiffusionLM, SelfAttention
 from .moe_config import MoeSpec
 
 
@@ -85,63 +83,12 @@ class SparseMoeBlock(nn.Module):
         return out.view_as(x)
 
 
-class MoeAttention(nn.Module):
-    def __init__(self, c: ModelConfig) -> None:
-        super().__init__()
-        assert c.moe is not None
-        self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
-        self.rotary_dim = c.moe.rotary_dim
-        q, kv = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-        self.sizes = (q, kv, kv)
-        self.qkv_proj = (
-            nn.Linear(c.hidden_size, q + 2 * kv, bias=c.attention_bias) if c.moe.fused_qkv else None
-        )
-        if self.qkv_proj is None:
-            self.q_proj = nn.Linear(c.hidden_size, q, bias=c.attention_bias)
-            self.k_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
-            self.v_proj = nn.Linear(c.hidden_size, kv, bias=c.attention_bias)
-        self.o_proj = nn.Linear(q, c.hidden_size, bias=c.output_bias)
-        self.q_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
-        self.k_norm = RMSNorm(c.head_dim, c.norm_eps) if c.qk_norm else None
-
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        rot = self.rotary_dim
-        if rot == self.head_dim:
-            return apply_rope(x, cos, sin)
-        return torch.cat((apply_rope(x[..., :rot], cos, sin), x[..., rot:]), dim=-1)
-
-    def forward(
-        self,
-        x: torch.Tensor,  # [B, Lw, H]
-        cos: torch.Tensor,  # [B, Lw, rotary_dim]
-        sin: torch.Tensor,
-        cache: KVCache | None,
-        layer: int,
-        plan: AttentionPlan,
-    ) -> torch.Tensor:
-        b, lw, _ = x.shape
-        if self.qkv_proj is not None:
-            q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q = q.reshape(b, lw, self.num_heads, self.head_dim)
-        k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
-        v = v.reshape(b, lw, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = self._rope(q.transpose(1, 2), cos, sin)  # [B, Hq, Lw, D]
-        k = self._rope(k.transpose(1, 2), cos, sin)  # [B, Hkv, Lw, D]
-        keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
-        out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
-        return self.o_proj(out.transpose(1, 2).reshape(b, lw, -1))
-
-
 class MoeLayer(nn.Module):
     def __init__(self, c: ModelConfig, index: int) -> None:
         super().__init__()
         assert c.moe is not None
         self.attn_norm = RMSNorm(c.hidden_size, c.norm_eps)
-        self.attn = MoeAttention(c)
+        self.attn = SelfAttention(c, c.moe.rotary_dim, c.moe.fused_qkv)
         self.mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
         dense = c.moe.mlp_kinds[index] == "dense"
         self.mlp = SwiGLU(c.hidden_size, c.intermediate_size, bias=False) if dense else None
@@ -149,30 +96,18 @@ class MoeLayer(nn.Module):
             self.mlp = SparseMoeBlock(c)
 
 
-class MoeLM(LinearHead, WindowedModel):
-    """Attention + MoE decoder of the `llada2_moe`, `sdar_moe` and `llada_moe` families."""
+class MoeLM(DiffusionLM):
+    """Attention + MoE decoder of the `llada2_moe`, `sdar_moe` and `llada_moe` families: the
+    LLaMA-style trunk of `DiffusionLM` with `MoeLayer`s and partial RoPE."""
 
     def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
         assert config.moe is not None, "a MoE model needs config.moe"
-        self.config = config
-        self.embed = nn.Embedding(config.embedding_size, config.hidden_size)
-        self.layers = nn.ModuleList(MoeLayer(config, i) for i in range(config.num_layers))
-        self.norm = RMSNorm(config.hidden_size, config.norm_eps)
-        self.lm_head = (
-            None
-            if config.tie_word_embeddings
-            else nn.Linear(config.hidden_size, config.embedding_size, bias=False)
-        )
+        super().__init__(config)
 
-    def _trunk(
-        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
-    ) -> torch.Tensor:
-        c = self.config
-        assert c.moe is not None
-        x = self.embed(input_ids)  # [B, Lw, H]
-        cos, sin = rope_cos_sin(plan.positions, c.moe.rotary_dim, c.rope_theta, x.dtype)
-        for i, layer in enumerate(self.layers):
-            x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
-            x = x + layer.mlp(layer.mlp_norm(x))
-        return self.norm(x)
+    def _layer(self, config: ModelConfig, index: int) -> nn.Module:
+        return MoeLayer(config, index)
+
+    @property
+    def rotary_dim(self) -> int:
+        assert self.config.moe is not None
+        return self.config.moe.rotary_dim

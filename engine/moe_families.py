@@ -4,8 +4,8 @@ Contract. Each parser turns a published `config.json` (real field names, default
 publisher's own config class where a field is missing) into `ModelConfig` fields with
 `architecture="moe"` and a `MoeSpec`; every switch the engine does not implement is refused with a
 `ModelLoadError` naming the field. Each weight map gives the exact checkpoint tensor set for that
-config (checkpoint name → `MoeLM` parameter). `MOE_FAMILIES` is appended to `families.FAMILIES`.
-`moe_synthetic.py` writes the same field names at tiny sizes.
+config (checkpoint name → `MoeLM` parameter). `MOE_FAMILIES` is registered in `families.FAMILIES`.
+`random_configs.py` writes the same field names at tiny sizes.
 
 - `llada2_moe` (family llada2_moe; inclusionAI/LLaDA2.0-mini, -flash): sigmoid scores + expert
   bias, grouped top-k, renormalised, × `routed_scaling_factor`, shared experts, first dense layers,
@@ -22,7 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ModelLoadError
-from .families import Family, RawConfig, _field, _positive, _refuse
+from .family import (
+    Family,
+    RawConfig,
+    config_field,
+    hf_sizes,
+    refuse,
+    refuse_decoder_switches,
+    require_positive,
+)
 from .moe_config import MoeSpec
 
 LLADA2_MASK_ID = 156895  # LLaDA2.0's `generate(mask_id=156895)`; LLaDA-MoE shares the tokenizer
@@ -37,85 +45,74 @@ def _spec(**fields: Any) -> MoeSpec:
 
 
 def _common(raw: RawConfig, head_dim: int, **fields: Any) -> dict[str, Any]:
-    hidden = _field(raw, "hidden_size", int)
-    heads = _field(raw, "num_attention_heads", int)
-    kv = _field(raw, "num_key_value_heads", int, heads) or heads  # LLaDA2's class default is 0
-    vocab = _field(raw, "vocab_size", int)
-    return _positive(
+    sizes = hf_sizes(raw)
+    sizes["num_kv_heads"] = sizes["num_kv_heads"] or sizes["num_heads"]  # LLaDA2's default is 0
+    return require_positive(
         {
-            "vocab_size": vocab,
-            "embedding_size": vocab,
-            "hidden_size": hidden,
-            "num_layers": _field(raw, "num_hidden_layers", int),
-            "num_heads": heads,
-            "num_kv_heads": kv,
+            **sizes,
             "head_dim": head_dim,
-            "max_position_embeddings": _field(raw, "max_position_embeddings", int, 32768),
+            "max_position_embeddings": config_field(raw, "max_position_embeddings", int, 32768),
             "mlp_bias": False,
-            "tie_word_embeddings": _field(raw, "tie_word_embeddings", bool, False),
+            "tie_word_embeddings": config_field(raw, "tie_word_embeddings", bool, False),
             "architecture": "moe",
             **fields,
         }
     )
 
 
-def _refuse_common(raw: RawConfig) -> None:
-    _refuse(raw, "hidden_act", lambda v: v == "silu", "only SwiGLU with silu")
-    _refuse(raw, "rope_scaling", lambda v: v in (None, {}), "RoPE scaling")
-    _refuse(raw, "use_sliding_window", lambda v: v is False, "sliding-window attention")
-
-
 def _head_dim(raw: RawConfig) -> int:
-    heads = _field(raw, "num_attention_heads", int)
-    return _field(raw, "head_dim", int, _field(raw, "hidden_size", int) // heads if heads else 0)
+    heads = config_field(raw, "num_attention_heads", int)
+    return config_field(
+        raw, "head_dim", int, config_field(raw, "hidden_size", int) // heads if heads else 0
+    )
 
 
 # --- LLaDA2.0 (`llada2_moe`): LLaDA2MoeConfig / modeling_llada2_moe.py --------------------------
 
 
 def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
-    _refuse(raw, "norm_head", lambda v: v is False, "a normalised LM head")
-    _refuse(raw, "score_function", lambda v: v == "sigmoid", "LLaDA2 routes with sigmoid scores")
-    _refuse(raw, "norm_topk_prob", lambda v: v is True, "the published router always renormalises")
-    _refuse(raw, "using_split_qkv_in_self_attention", lambda v: v is False, "split q/k/v weights")
+    refuse_decoder_switches(raw)
+    refuse(raw, "norm_head", lambda v: v is False, "a normalised LM head")
+    refuse(raw, "score_function", lambda v: v == "sigmoid", "LLaDA2 routes with sigmoid scores")
+    refuse(raw, "norm_topk_prob", lambda v: v is True, "the published router always renormalises")
+    refuse(raw, "using_split_qkv_in_self_attention", lambda v: v is False, "split q/k/v weights")
     head_dim = _head_dim(raw)
-    rotary = int(head_dim * _field(raw, "partial_rotary_factor", float, 0.5))
-    _refuse(raw, "rotary_dim", lambda v: v in (None, rotary), f"partial_rotary_factor: {rotary}")
-    layers = _field(raw, "num_hidden_layers", int)
-    experts = _field(raw, "num_experts", int, 0)
-    first_dense = _field(raw, "first_k_dense_replace", int, 0)
+    rotary = int(head_dim * config_field(raw, "partial_rotary_factor", float, 0.5))
+    refuse(raw, "rotary_dim", lambda v: v in (None, rotary), f"partial_rotary_factor: {rotary}")
+    layers = config_field(raw, "num_hidden_layers", int)
+    experts = config_field(raw, "num_experts", int, 0)
+    first_dense = config_field(raw, "first_k_dense_replace", int, 0)
     kinds = tuple("moe" if experts and i >= first_dense else "dense" for i in range(layers))
-    moe_inter = _field(raw, "moe_intermediate_size", int, 0)
-    top_k = _field(raw, "num_experts_per_tok", int, 2)
+    moe_inter = config_field(raw, "moe_intermediate_size", int, 0)
+    top_k = config_field(raw, "num_experts_per_tok", int, 2)
     spec = _spec(
         mlp_kinds=kinds,
         num_experts=experts,
         top_k=top_k,
         moe_intermediate_size=moe_inter,
-        shared_intermediate_size=moe_inter * _field(raw, "num_shared_experts", int, 0),
+        shared_intermediate_size=moe_inter * config_field(raw, "num_shared_experts", int, 0),
         score="sigmoid",
         # LLaDA2MoeGate always registers (and saves) `expert_bias`, whatever
         # `moe_router_enable_expert_bias` says; a bias of zeros routes like none.
         expert_bias=True,
         bias_in_weights=False,
-        n_group=_field(raw, "n_group", int, 8),
-        topk_group=_field(raw, "topk_group", int, 4),
+        n_group=config_field(raw, "n_group", int, 8),
+        topk_group=config_field(raw, "topk_group", int, 4),
         normalize=top_k > 1,
         normalize_eps=1e-20,
-        routed_scaling=_field(raw, "routed_scaling_factor", float, 2.5),
+        routed_scaling=config_field(raw, "routed_scaling_factor", float, 2.5),
         rotary_dim=rotary,
         fused_qkv=True,
     )
     return _common(
         raw,
         head_dim,
-        intermediate_size=_field(raw, "intermediate_size", int, 0),
-        rope_theta=_field(raw, "rope_theta", float, 10000.0),
-        norm_eps=_field(raw, "rms_norm_eps", float, 1e-5),
-        attention_bias=_field(raw, "use_qkv_bias", bool, False),
-        output_bias=_field(raw, "use_bias", bool, True),
-        qk_norm=_field(raw, "use_qk_norm", bool, True),
+        intermediate_size=config_field(raw, "intermediate_size", int, 0),
+        rope_theta=config_field(raw, "rope_theta", float, 10000.0),
+        norm_eps=config_field(raw, "rms_norm_eps", float, 1e-5),
+        attention_bias=config_field(raw, "use_qkv_bias", bool, False),
+        output_bias=config_field(raw, "use_bias", bool, True),
+        qk_norm=config_field(raw, "use_qk_norm", bool, True),
         moe=spec,
     )
 
@@ -178,29 +175,29 @@ def _llada2_weights(f: dict[str, Any]) -> dict[str, str]:
 
 
 def _parse_sdar_moe(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
-    layers = _field(raw, "num_hidden_layers", int)
-    experts = _field(raw, "num_experts", int, 128)
-    step = _field(raw, "decoder_sparse_step", int, 1)
-    dense = set(_field(raw, "mlp_only_layers", list, []))
+    refuse_decoder_switches(raw)
+    layers = config_field(raw, "num_hidden_layers", int)
+    experts = config_field(raw, "num_experts", int, 128)
+    step = config_field(raw, "decoder_sparse_step", int, 1)
+    dense = set(config_field(raw, "mlp_only_layers", list, []))
     kinds = tuple(
         "moe" if i not in dense and experts > 0 and (i + 1) % step == 0 else "dense"
         for i in range(layers)
     )
     head_dim = _head_dim(raw)
-    bias = _field(raw, "attention_bias", bool, False)
+    bias = config_field(raw, "attention_bias", bool, False)
     spec = _spec(
         mlp_kinds=kinds,
         num_experts=experts,
-        top_k=_field(raw, "num_experts_per_tok", int, 8),
-        moe_intermediate_size=_field(raw, "moe_intermediate_size", int, 768),
+        top_k=config_field(raw, "num_experts_per_tok", int, 8),
+        moe_intermediate_size=config_field(raw, "moe_intermediate_size", int, 768),
         shared_intermediate_size=0,
         score="softmax",
         expert_bias=False,
         bias_in_weights=False,
         n_group=1,
         topk_group=1,
-        normalize=_field(raw, "norm_topk_prob", bool, False),
+        normalize=config_field(raw, "norm_topk_prob", bool, False),
         normalize_eps=0.0,
         routed_scaling=1.0,
         rotary_dim=head_dim,
@@ -209,9 +206,9 @@ def _parse_sdar_moe(raw: RawConfig) -> dict[str, Any]:
     return _common(
         raw,
         head_dim,
-        intermediate_size=_field(raw, "intermediate_size", int, 6144),
-        rope_theta=_field(raw, "rope_theta", float, 10000.0),
-        norm_eps=_field(raw, "rms_norm_eps", float, 1e-6),
+        intermediate_size=config_field(raw, "intermediate_size", int, 6144),
+        rope_theta=config_field(raw, "rope_theta", float, 10000.0),
+        norm_eps=config_field(raw, "rms_norm_eps", float, 1e-6),
         attention_bias=bias,
         output_bias=bias,  # Qwen3-MoE's o_proj follows the same flag
         qk_norm=True,
@@ -257,39 +254,39 @@ def _claims_llada_moe(raw: RawConfig) -> bool:
 
 
 def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
-    _refuse_common(raw)
-    _refuse(raw, "clip_qkv", lambda v: v is None, "q/k/v clipping")
+    refuse_decoder_switches(raw)
+    refuse(raw, "clip_qkv", lambda v: v is None, "q/k/v clipping")
     score = "`moe_router_score_function`"
-    _refuse(raw, "moe_router_score_function", lambda v: v in (None, "softmax"), f"{score}: softmax")
+    refuse(raw, "moe_router_score_function", lambda v: v in (None, "softmax"), f"{score}: softmax")
     why = "the published LLaDA-MoE router does not use it"
-    _refuse(raw, "routed_scaling_factor", lambda v: v in (None, 1, 1.0), why)
-    _refuse(raw, "router_num_group", lambda v: v is None or v <= 1, why)
-    hidden = _field(raw, "hidden_size", int)
-    heads = _field(raw, "num_attention_heads", int)
+    refuse(raw, "routed_scaling_factor", lambda v: v in (None, 1, 1.0), why)
+    refuse(raw, "router_num_group", lambda v: v is None or v <= 1, why)
+    hidden = config_field(raw, "hidden_size", int)
+    heads = config_field(raw, "num_attention_heads", int)
     head_dim = hidden // heads if heads else 0
-    _refuse(raw, "head_dim", lambda v: v in (None, head_dim), "its head dim is hidden / heads")
-    partial = _field(raw, "partial_rotary_factor", float, 1.0)
+    refuse(raw, "head_dim", lambda v: v in (None, head_dim), "its head dim is hidden / heads")
+    partial = config_field(raw, "partial_rotary_factor", float, 1.0)
     if not 0.0 < partial <= 1.0:
         raise ModelLoadError(
             f"config.json: `partial_rotary_factor` must lie in (0, 1], got {partial}"
         )
-    layers = _field(raw, "num_hidden_layers", int)
-    freq = _field(raw, "moe_layer_freq", list)
+    layers = config_field(raw, "num_hidden_layers", int)
+    freq = config_field(raw, "moe_layer_freq", list)
     if len(freq) != layers or any(v not in (0, 1) for v in freq):
         raise ModelLoadError(
             f"config.json: `moe_layer_freq` must list {layers} entries of 0 (dense) or 1 (MoE), "
             f"got {freq!r}"
         )
-    shared = _field(raw, "shared_expert_intermediate_size", int, 0)
-    bias = _field(raw, "attention_bias", bool, False)
+    shared = config_field(raw, "shared_expert_intermediate_size", int, 0)
+    bias = config_field(raw, "attention_bias", bool, False)
     spec = _spec(
         mlp_kinds=tuple("moe" if v else "dense" for v in freq),
-        num_experts=_field(raw, "num_experts", int),
-        top_k=_field(raw, "num_experts_per_tok", int),
-        moe_intermediate_size=_field(raw, "expert_intermediate_size", int),
+        num_experts=config_field(raw, "num_experts", int),
+        top_k=config_field(raw, "num_experts_per_tok", int),
+        moe_intermediate_size=config_field(raw, "expert_intermediate_size", int),
         shared_intermediate_size=max(shared, 0),
         score="softmax",
-        expert_bias=_field(raw, "moe_router_enable_expert_bias", bool, False),
+        expert_bias=config_field(raw, "moe_router_enable_expert_bias", bool, False),
         bias_in_weights=True,  # the published block adds the bias to the probabilities it keeps
         n_group=1,
         topk_group=1,
@@ -302,13 +299,13 @@ def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
     return _common(
         raw,
         head_dim,
-        intermediate_size=_field(raw, "dense_intermediate_size", int, 0),
-        rope_theta=_field(raw, "rope_theta", float),
-        norm_eps=_field(raw, "rms_norm_eps", float, 1e-5),
+        intermediate_size=config_field(raw, "dense_intermediate_size", int, 0),
+        rope_theta=config_field(raw, "rope_theta", float),
+        norm_eps=config_field(raw, "rms_norm_eps", float, 1e-5),
         attention_bias=bias,
         output_bias=bias,
-        qk_norm=_field(raw, "qk_layernorm", bool, False),
-        max_position_embeddings=_field(raw, "max_position_embeddings", int, 4096),
+        qk_norm=config_field(raw, "qk_layernorm", bool, False),
+        max_position_embeddings=config_field(raw, "max_position_embeddings", int, 4096),
         moe=spec,
     )
 

@@ -1,5 +1,11 @@
-"""Scoring open positions: the restricted output head, the options' prefix-tree scores and the
-bitmask unpacking the sampler uses (split out of `sampler.py`).
+"""Scoring a step's open positions and finite slots into commit items (`items.py`).
+
+Contract. `score_positions` gives one `PositionItem` per open position: its best allowed token
+(or, for a row that samples, a token drawn at the temperature) and that token's probability under
+the softmax restricted to the position's allowed tokens. `score_options` gives one `OptionItem`
+per finite slot: its best (or sampled) option and that option's probability among the options,
+read through the options' prefix tree (`_trie_scores`) from the logits of the options' own
+tokens only. Rows whose slot mask cannot be filled (`InfeasibleSlot`) get their error set.
 
 The restricted head: for a position whose token mask allows few tokens (digits, punctuation, the
 filler after a value has ended), the best allowed token and its probability under the softmax
@@ -20,6 +26,12 @@ from typing import Protocol
 
 import torch
 
+from decide.kernels import masked_confidence
+
+from .constraints import InfeasibleSlot
+from .items import Item, OptionItem, PositionItem
+from .row_state import RowState
+
 # Positions whose mask allows at most this many tokens take the restricted head; see
 # docs/benchmarks.md ("Scoring only allowed tokens") for the measurement behind the number.
 RESTRICTED_LIMIT = 1024
@@ -27,6 +39,13 @@ RESTRICTED_LIMIT = 1024
 
 class SubsetHead(Protocol):
     def subset_logits(self, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor: ...
+
+
+class PositionHead(SubsetHead, Protocol):
+    @property
+    def device(self) -> torch.device: ...
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
 
 def allowed_counts(bitmask: torch.Tensor) -> torch.Tensor:
@@ -96,19 +115,14 @@ class OptionHead(Protocol):
     ) -> torch.Tensor: ...
 
 
-class OptionRow(Protocol):
-    slot_starts: list[int]
-    rng: torch.Generator | None
-
-
 def score_options(
     model: OptionHead,
-    rows: Sequence[OptionRow],
+    rows: Sequence[RowState],
     option_slots: list[tuple[int, int, list[int], Sequence[Sequence[int]]]],
     hidden: torch.Tensor,
     starts: list[int],
     temperature: float,
-) -> Iterator[tuple[int, tuple[float, int, object]]]:
+) -> Iterator[tuple[int, OptionItem]]:
     """One item per finite slot: its best (or sampled) option and that option's probability
     among the options, read through the options' prefix tree (`_trie_scores`) from the
     logits of the options' own tokens only."""
@@ -166,7 +180,7 @@ def score_options(
         else:
             p = torch.softmax(total, -1)
             k = int(torch.argmax(p))  # first of equals: lowest option index
-        yield i, (float(p[k]), 0, (slot_index, opts[k], positions))
+        yield i, OptionItem(float(p[k]), slot_index, opts[k], positions)
 
 
 def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:
@@ -210,3 +224,103 @@ def unpack_bitmask(words: torch.Tensor, vocab: int) -> torch.Tensor:
     n = min(vocab, allowed.numel())
     out[:n] = allowed[:n]
     return out
+
+
+def score_positions(
+    model: PositionHead,
+    rows: Sequence[RowState],
+    dense: list[tuple[int, int]],
+    hidden: torch.Tensor,
+    starts: list[int],
+    items: dict[int, list[Item]],
+    *,
+    head_limit: int,
+    max_steps: int | None,
+    temperature: float,
+    width: int,
+    vocab: int,
+) -> torch.Tensor | None:
+    """Append to `items[i]` one `PositionItem` per open position `(i, pos)` of `dense` (row
+    index, absolute position; `starts[i]` is row i's first position in `hidden`; `vocab` is the
+    head's width). Positions
+    allowing at most `head_limit` tokens take the restricted head (`restricted_confidence`),
+    unless their row samples or reaches its step cap this step (those need full rows); the others
+    take the full head and `masked_confidence`. Returns the full head's logits (row = the item's
+    `logits_row`; restricted items carry -1), or None when no position took the full head."""
+    device = model.device
+    bitmask, failed = bitmasks(rows, dense, width)
+    for i, message in failed.items():
+        rows[i].result.error = message
+    whole = [
+        r.rng is not None or (max_steps is not None and r.stats.steps + 1 >= max_steps)
+        for r in rows
+    ]
+    index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
+    states = hidden[index[:, 0], index[:, 1]]  # [N, H]
+    masks = bitmask.to(device)
+    full = allowed_counts(masks) > head_limit
+    full |= torch.tensor([whole[i] for i, _ in dense], device=device)
+    tokens = torch.empty(len(dense), dtype=torch.long, device=device)
+    probs = torch.empty(len(dense), dtype=torch.float32, device=device)
+    logits = None
+    at = full.nonzero().squeeze(1)
+    if at.numel():
+        logits = model.logits(states[at]).float()  # [F, V]
+        best = masked_confidence(logits, masks[at])
+        tokens[at], probs[at] = best.token, best.prob
+    few = (~full).nonzero().squeeze(1)
+    if few.numel():
+        entry, token = allowed_pairs(masks[few], vocab)  # entry: index among `few`
+        t, p = restricted_confidence(model, states[few], entry, token, few.numel())
+        tokens[few], probs[few] = t, p
+    row_of = torch.where(full, torch.cumsum(full, 0) - 1, -1).tolist()
+    for n, (i, pos), token_n, prob_n in zip(
+        range(len(dense)), dense, tokens.tolist(), probs.tolist(), strict=True
+    ):
+        rng = rows[i].rng
+        if rng is not None:
+            assert logits is not None
+            allowed = unpack_bitmask(bitmask[n], vocab)
+            token_n, prob_n = sample_token(logits[row_of[n]].cpu(), allowed, temperature, rng)
+        items[i].append(PositionItem(prob_n, pos, token_n, row_of[n]))
+    return logits
+
+
+def bitmasks(
+    rows: Sequence[RowState], entries: list[tuple[int, int]], width: int
+) -> tuple[torch.Tensor, dict[int, str]]:
+    """Bitmask rows `[N, W]` for the entries (row index, absolute position), from one
+    `fill_bitmask` per touched slot, and the error message of each row whose slot is infeasible
+    (its rows are all-ones so the row stays scorable; its result is discarded)."""
+    out = torch.zeros((len(entries), width), dtype=torch.int32)
+    filled: dict[tuple[int, int], torch.Tensor] = {}
+    failed: dict[int, str] = {}
+    for n, (i, pos) in enumerate(entries):
+        row = rows[i]
+        slot_index, offset = row.masked[pos]
+        key = (i, slot_index)
+        if key not in filled:
+            constraint = row.slots()[slot_index].constraint
+            buffer = torch.zeros((constraint.length, width), dtype=torch.int32)
+            try:
+                constraint.fill_bitmask(buffer)
+            except InfeasibleSlot as exc:
+                failed[i] = f"block {row.block}, slot {slot_index}: {exc}"
+                buffer.fill_(-1)
+            filled[key] = buffer
+        out[n] = filled[key][offset]
+    return out, failed
+
+
+def sample_token(
+    logits: torch.Tensor, allowed: torch.Tensor, temperature: float, rng: torch.Generator
+) -> tuple[int, float]:
+    """Draw a token from the softmax of `logits` `[V]` at `temperature` over the `allowed` tokens
+    (bool `[V]`); returns the token and its probability under that softmax."""
+    scaled = (logits / temperature).masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(scaled, dim=-1)
+    u = torch.rand((), generator=rng).item()
+    token = int(torch.searchsorted(p.cumsum(-1), torch.tensor([u])).clamp(max=p.numel() - 1))
+    while not allowed[token]:  # rounding can land the draw on a zero-probability tail
+        token -= 1
+    return token, float(p[token])

@@ -31,6 +31,8 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from decide.engine.constraints import InfeasibleSlot
+
 from .errors import MalformedSchema, UnsupportedSchema
 from .slot import CompiledSlot, SlotState, compile_slot
 
@@ -399,8 +401,6 @@ class RuledSlot:
         return [s for s, ok in zip(self.state.states[self.qid], supported, strict=True) if ok]
 
     def fill_bitmask(self, out) -> None:
-        from decide.engine.constraints import InfeasibleSlot
-
         live = self._live()
         if not live:
             self.state.exhausted = True

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from decide.engine.constraints import InfeasibleSlot, bitmask_width
+
 from .errors import DecodeMismatch, UnsupportedSchema
 from .language import Language, compile_language, empty_refusal
 from .tokens import TokenAutomaton
@@ -32,8 +34,8 @@ from .vocab import Vocabulary
 if TYPE_CHECKING:
     import torch
 
-# `decide.engine.constraints` (and torch) are imported where a constraint is made, not at module
-# import: compiling and `decide validate` must not load the engine package and its models.
+# torch is imported only where a bitmask buffer is checked (`check_bitmask`): compiling and
+# `decide validate` must not load it (`decide.engine.constraints` is torch-free).
 
 DEFAULT_MAX_TOKENS = 32
 MAX_OPTIONS = 128
@@ -224,8 +226,6 @@ class SlotState:
             raise ValueError(
                 f"slot length {self._length} is below the language's {compiled.length}"
             )
-        from decide.engine.constraints import bitmask_width
-
         self.width = max(bitmask_width(vocab.size), bitmask_width(filler_id + 1))
         length = self._length
         self.tokens = np.full(length, -1, dtype=np.int64)
@@ -295,8 +295,6 @@ class SlotState:
         return True
 
     def fill_bitmask(self, out: torch.Tensor) -> None:
-        from decide.engine.constraints import InfeasibleSlot
-
         check_bitmask(out, self._length, self.width)
         if not self.feasible():
             raise InfeasibleSlot("no value is consistent with the committed tokens")

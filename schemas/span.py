@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from decide.engine.constraints import InfeasibleSlot, bitmask_width
+
 from .errors import UnsupportedSchema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .vocab import Vocabulary
@@ -221,8 +223,6 @@ class SpanSlot:
         self.what = document.what
         self.alive = np.ones(len(kept), dtype=bool)
         self.tokens = np.full(self._length, -1, dtype=np.int64)
-        from decide.engine.constraints import bitmask_width
-
         self.width = max(bitmask_width(compiled.vocab.size), bitmask_width(self.filler + 1))
 
     @property
@@ -246,8 +246,6 @@ class SpanSlot:
         return True
 
     def fill_bitmask(self, out: torch.Tensor) -> None:
-        from decide.engine.constraints import InfeasibleSlot
-
         check_bitmask(out, self._length, self.width)
         if not self.feasible():
             raise InfeasibleSlot(

@@ -18,7 +18,7 @@ import pytest
 import torch
 from tokenizers import ByteLevelBPETokenizer
 
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.train.synthetic import sample_document
 
 DATA = Path(__file__).parent / "data"

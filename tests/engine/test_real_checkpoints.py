@@ -243,7 +243,7 @@ def test_classic_bert_masked_lm_layouts(tmp_path: Path, prefix: str) -> None:
     from decide.jobs.spec import load_spec
 
     bundled_tokenizer = ROOT / "decide" / "model" / "tokenizer.json"
-    from decide.engine.synthetic import write_random_checkpoint
+    from decide.engine.random_checkpoint import write_random_checkpoint
 
     modern = write_random_checkpoint(
         tmp_path / "modern", "bert", tokenizer_json=bundled_tokenizer, num_layers=2,

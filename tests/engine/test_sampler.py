@@ -231,7 +231,7 @@ def test_trie_scores_follow_the_chain_rule() -> None:
     probabilities are the chain-rule products, summing to one."""
     import math
 
-    from decide.engine.sampler import _trie_scores
+    from decide.engine.scoring import _trie_scores
 
     la, lb, lx, ly, lz = 1.3, -0.4, 0.2, 2.0, -5.0
     scores = torch.tensor([la, lb, lx, ly, lz])  # candidates: pos 0 → [A, B], pos 1 → [X, Y, Z]
@@ -264,7 +264,7 @@ def _chain_rule_reference(options: list[list[int]], logit: dict) -> list[float]:
 def test_trie_scores_match_the_chain_rule_on_random_option_sets(seed: int) -> None:
     """Several slots scored together (their own depths, shared prefixes, a single option, wide
     and deep trees): each slot's scores equal the plain tree walk, and sum to one."""
-    from decide.engine.sampler import _trie_scores
+    from decide.engine.scoring import _trie_scores
 
     rng = random.Random(seed)
     scores: list[float] = []

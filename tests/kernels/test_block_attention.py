@@ -17,10 +17,10 @@ import math
 
 import pytest
 import torch
+from helpers.numerics import assert_rel_close
 
 from decide.kernels import block_attention
 from decide.kernels.block_attention_ref import block_attention_ref
-from decide.kernels.testing import assert_rel_close
 
 RTOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
 GARBAGE = 300.0

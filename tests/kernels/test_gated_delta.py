@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.numerics import assert_rel_close
 
 from decide.kernels.gated_delta import gated_delta_rule
 from decide.kernels.gated_delta_ref import gated_delta_recurrent_ref
-from decide.kernels.testing import assert_rel_close
 
 RTOL = 1e-4
 

@@ -16,12 +16,12 @@ import zlib
 
 import pytest
 import torch
+from helpers.numerics import assert_rel_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decide.kernels import MaskedConfidence, dispatch, masked_confidence
 from decide.kernels.masked_confidence_ref import masked_confidence_ref
-from decide.kernels.testing import assert_rel_close
 
 RTOL = 1e-5
 KINDS = ("dense", "empty", "single", "sparse", "all", "tail", "head")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.numerics import assert_rel_close
 
 from decide.kernels.moe import moe_experts
 from decide.kernels.moe_ref import moe_experts_loop_ref
-from decide.kernels.testing import assert_rel_close
 
 
 def make_inputs(

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from decide.cli import main
 from decide.engine import ModelLoadError, load_model
-from decide.engine.synthetic import write_random_checkpoint
+from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.train.merge import merge_checkpoints
 
 

@@ -6,8 +6,8 @@ is a difference or an average whose own magnitude says nothing about how exactly
 a margin p1 − p2 is judged against p1, an attention output against the largest output of its head.
 NaN must sit in the same places in both tensors (an empty row is NaN by contract, an unwritten lane
 of a NaN-poisoned buffer is NaN by accident, so the comparison looks at the positions explicitly).
-Lives in the package, not in tests/, so every test folder can import it under pytest's importlib
-mode.
+Test support: tests import it as `helpers.numerics` (pytest's pythonpath holds tests/), and
+`benchmarks/kernels.py` puts tests/ on its path for its accuracy columns.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Random checkpoints in the real on-disk format of each supported family.
+"""Random checkpoints in the real on-disk format of each supported family (a product feature).
 
-Model hubs are out of reach on many machines, yet tests, benchmarks and demos need real model
-directories: real `model_type`, real config field names, real weight names, safetensors (single or
-sharded), a `tokenizers` tokenizer with the special tokens a diffusion model needs, and a chat
-template. `write_random_checkpoint` writes exactly that from random weights, seeded. Norm weights
-are drawn around 1 rather than set to 1 so that a mis-mapped norm changes the logits.
+Model hubs are out of reach on many machines, yet sizing hardware for a family (memory and
+speed at a real model's shape: `benchmarks/mfu.py`, `benchmarks/memory.py`), benchmarks and tests
+need real model directories: real `model_type`, real config field names, real weight names,
+safetensors (single or sharded), a `tokenizers` tokenizer with the special tokens a diffusion
+model needs, and a chat template. `write_random_checkpoint` writes exactly that from random
+weights, seeded. Norm weights are drawn around 1 rather than set to 1 so that a mis-mapped norm
+changes the logits.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .config import ModelConfig
 from .families import family_for
 from .hybrid import OffsetRMSNorm
 from .loader import build_model
-from .moe_synthetic import SYNTHETIC_CONFIGS
+from .random_configs import config_json
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -31,118 +33,6 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>", "<|mask|>")
-
-
-def _config_json(model_type: str, c: dict[str, Any], vocab: int, rows: int) -> dict[str, Any]:
-    if model_type in SYNTHETIC_CONFIGS:  # llada2_moe, sdar_moe, lladamoe
-        return SYNTHETIC_CONFIGS[model_type](c, vocab, rows)
-    if model_type == "bert":
-        return {
-            "architectures": ["BertForMaskedLM"],
-            "model_type": "bert",
-            "hidden_size": c["hidden_size"],
-            "num_hidden_layers": c["num_layers"],
-            "num_attention_heads": c["num_heads"],
-            "intermediate_size": c["intermediate_size"],
-            "vocab_size": rows,
-            "max_position_embeddings": 512,
-            "type_vocab_size": 2,
-            "layer_norm_eps": 1e-12,
-            "hidden_act": "gelu",
-            "position_embedding_type": "absolute",
-        }
-    if model_type == "qwen3_next":
-        return {
-            "architectures": ["Qwen3NextForCausalLM"],
-            "model_type": "qwen3_next",
-            "hidden_size": c["hidden_size"],
-            "num_hidden_layers": c["num_layers"],
-            "num_attention_heads": c["num_heads"],
-            "num_key_value_heads": c["num_kv_heads"],
-            "head_dim": c["head_dim"],
-            "intermediate_size": c["intermediate_size"],
-            "vocab_size": rows,
-            "max_position_embeddings": 4096,
-            "hidden_act": "silu",
-            "rms_norm_eps": 1e-6,
-            "tie_word_embeddings": c["tie_word_embeddings"],
-            "attention_bias": c["attention_bias"],
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": c["rope_theta"],
-                "partial_rotary_factor": 0.25,
-            },
-            # The tiny hybrid of the issue's notes: GDN and attention alternating, 8 experts.
-            "layer_types": [
-                "full_attention" if i % 2 else "linear_attention" for i in range(c["num_layers"])
-            ],
-            "linear_num_key_heads": 2,
-            "linear_num_value_heads": 4,
-            "linear_key_head_dim": 16,
-            "linear_value_head_dim": 16,
-            "linear_conv_kernel_dim": 4,
-            "num_experts": 8,
-            "num_experts_per_tok": 2,
-            "moe_intermediate_size": 32,
-            "shared_expert_intermediate_size": 32,
-            "norm_topk_prob": True,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "block_size": c["block_size"],
-            "torch_dtype": "float32",
-        }
-    if model_type == "llada":
-        return {
-            "architectures": ["LLaDAModelLM"],
-            "model_type": "llada",
-            "d_model": c["hidden_size"],
-            "n_layers": c["num_layers"],
-            "n_heads": c["num_heads"],
-            "n_kv_heads": c["num_kv_heads"],
-            "mlp_hidden_size": c["intermediate_size"],
-            "mlp_ratio": 4,
-            "vocab_size": vocab,
-            "embedding_size": rows,
-            "rope": True,
-            "rope_theta": c["rope_theta"],
-            "rms_norm_eps": 1e-5,
-            "max_sequence_length": 4096,
-            "weight_tying": c["tie_word_embeddings"],
-            "include_bias": False,
-            "include_qkv_bias": c["attention_bias"],
-            "alibi": False,
-            "block_type": "llama",
-            "activation_type": "silu",
-            "layer_norm_type": "rms",
-            "attention_layer_norm": False,
-            "input_emb_norm": False,
-            "scale_logits": False,
-        }
-    out = {
-        "model_type": model_type,
-        "hidden_size": c["hidden_size"],
-        "num_hidden_layers": c["num_layers"],
-        "num_attention_heads": c["num_heads"],
-        "num_key_value_heads": c["num_kv_heads"],
-        "intermediate_size": c["intermediate_size"],
-        "vocab_size": rows,
-        "rope_theta": c["rope_theta"],
-        "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 4096,
-        "hidden_act": "silu",
-        "tie_word_embeddings": c["tie_word_embeddings"],
-        "rope_scaling": None,
-        "use_sliding_window": False,
-        "torch_dtype": "float32",
-    }
-    if model_type == "sdar":
-        out |= {"architectures": ["SDARForCausalLM"], "head_dim": c["head_dim"]}
-        out |= {"attention_bias": c["attention_bias"], "block_size": c["block_size"]}
-    elif model_type == "Dream":
-        out |= {"architectures": ["DreamModel"]}
-    else:
-        out |= {"architectures": ["Fast_dLLM_QwenForCausalLM"], "bd_size": c["block_size"]}
-    return out
 
 
 def write_random_checkpoint(
@@ -201,7 +91,7 @@ def write_random_checkpoint(
         "attention_bias": attention_bias,
         "block_size": block_size,
     }
-    raw = _config_json(model_type, fields, vocab, rows) | dict(extra_config or {})
+    raw = config_json(model_type, fields, vocab, rows) | dict(extra_config or {})
     raw = json.loads(json.dumps(raw))  # what a reader of config.json sees (tuples → lists)
     # The mask id lives where each family's real checkpoints keep it: config for LLaDA and Dream,
     # the tokenizer's mask token for SDAR and Fast-dLLM v2.

@@ -1,0 +1,31 @@
+"""What one denoising step proposes to commit: the typed items of the commit policy.
+
+Contract. Scoring (`scoring.py`) turns every open slot of a row into items; the commit policy
+(`commit.py`) commits some of them. An `OptionItem` is one whole option of a finite slot (enum,
+boolean, small range) whose open positions all lie in the row's current unit; a `PositionItem` is
+one open position with its best (or sampled) allowed token. `confidence` is the probability the
+item would be committed with: the option's probability among the slot's options, or the token's
+probability under the softmax restricted to the position's allowed tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class OptionItem(NamedTuple):
+    confidence: float
+    slot: int  # the slot's index in its block
+    tokens: Sequence[int]  # the option's tokens at `positions`, in order
+    positions: list[int]  # the slot's open positions (absolute), in order
+
+
+class PositionItem(NamedTuple):
+    confidence: float
+    position: int  # absolute position in the row's sequence
+    token: int
+    logits_row: int  # row of this position in the step's full-head logits; -1 if it had none
+
+
+Item = OptionItem | PositionItem
