@@ -45,7 +45,8 @@ def _questions(questions: Sequence[QuestionLike]) -> list[Question]:
 class Decider:
     """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
     (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching, long-document
-    policy, `partial_rows` and `dates` (`{"order": "day_first"}`, as the spec's `dates:`)."""
+    policy (`long_documents`, `windows` as the spec's `windows:`), `partial_rows` and `dates`
+    (`{"order": "day_first"}`, as the spec's `dates:`)."""
 
     def __init__(
         self,
@@ -54,11 +55,12 @@ class Decider:
         device: str = "auto",
         dtype: str = "auto",
         batch_size: int = 16,
-        long_documents: str = "error",
+        long_documents: str = "windows",
         instruction: str | None = None,
         rules: dict[str, Any] | None = None,
         partial_rows: str = "keep",
         dates: Mapping[str, Any] | None = None,
+        windows: Mapping[str, Any] | None = None,
         **decoding: Any,
     ) -> None:
         self.loaded = load_model(
@@ -72,6 +74,7 @@ class Decider:
                 "rules": rules,
                 "partial_rows": partial_rows,
                 "dates": dict(dates or {}),
+                "windows": dict(windows or {}),
             },
             "Decider options",
         )

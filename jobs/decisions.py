@@ -9,7 +9,9 @@ are not packed: they are computed from the decoded answers (`jobs.derive`). A do
 be packed or decided becomes an error decision with a `FailureKind`; it never stops the others.
 An answer that fails on its own (an extract question with no span, a derived answer with a
 missing input) leaves the row ok and `partial`, with the reason in `errors`, unless
-`partial_rows="error"`.
+`partial_rows="error"`. A document too long for the model is, with `long_documents="windows"`,
+pooled and decided in windows (`jobs.longdocs`), whose combined answers are concluded here like
+any other (`DecisionEngine.conclude`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer, QuestionsDoNotFit
 from .questions import CompiledQuestion
 from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
-from .spec import Decoding, JobSpec, Question
+from .spec import Decoding, JobSpec, Question, Windows
 
 log = logging.getLogger("decide.jobs")
 LOOKAHEAD = 8  # documents packed ahead per batch slot, sorted by length before decoding
@@ -60,6 +62,10 @@ class Decision:
     kind: FailureKind | None = None  # why it failed (None when ok)
     partial: bool = False  # ok, but some answers failed on their own (see `errors`)
     errors: dict[str, str | None] | None = None  # per question: None or why it has no answer
+    # A document read in windows (`jobs.longdocs`): how many it was cut into (0: read whole)
+    # and, per question, where the kept answer was read (`jobs.evidence.Evidence`).
+    windows: int = 0
+    evidence: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -101,6 +107,7 @@ class DecisionEngine:
         rules: dict[str, Any] | list | None = None,
         partial_rows: str = "keep",
         dates: DatePolicy | None = None,
+        windows: Windows | None = None,
     ) -> None:
         self.loaded = loaded
         self.partial_rows = partial_rows
@@ -127,13 +134,18 @@ class DecisionEngine:
         )
         self.batch_size = batch_size
         self.set_decoding(self.decoding)
+        self.long = None  # decides documents too long for the model in windows
+        if long_documents == "windows":
+            from .longdocs import LongDocuments
+
+            self.long = LongDocuments(self, windows)
 
     @classmethod
     def for_spec(
         cls, loaded: LoadedModel, spec: JobSpec, *, batch_size: int = 16
     ) -> DecisionEngine:
-        """The engine a job spec describes (its decoding, instruction, long-document policy,
-        rules, partial rows and dates): the runners' and the API's one construction."""
+        """The engine a job spec describes (its decoding, instruction, long-document policy and
+        windows, rules, partial rows and dates): the runners' and the API's one construction."""
         return cls(
             loaded,
             spec.decoding,
@@ -143,6 +155,7 @@ class DecisionEngine:
             rules=spec.rules,
             partial_rows=spec.partial_rows,
             dates=spec.dates.policy(),
+            windows=spec.windows,
         )
 
     def set_decoding(self, decoding: Decoding, batch_size: int | None = None) -> None:
@@ -170,27 +183,41 @@ class DecisionEngine:
         """Decisions for `items`, in completion order (match them by `doc_id`)."""
         side: deque[Decision] = deque()
         packed: dict[int, tuple[Item, QuestionSet, PackedDocument, dict[str, str]]] = {}
+        source = iter(items)
+        # Too long for the model: decided in windows (`jobs.longdocs`), a pool at a time.
+        pool: list[tuple[Item, QuestionSet]] = []
+        done = False
 
         def requests():
+            nonlocal done
             window: list[tuple[Item, QuestionSet, PackedDocument, dict[str, str]]] = []
-            for item in items:
-                failed = self._pack(item, window)
+            for item in source:
+                failed = self._pack(item, window, pool)
                 if failed is not None:
                     side.append(failed)
                 if len(window) >= LOOKAHEAD * self.batch_size:
                     yield from self._release(window, packed)
                     window = []
+                if self.long is not None and len(pool) >= self.long.pool:
+                    break  # decide the pool's windows, then go on with the rest
+            else:
+                done = True
             yield from self._release(window, packed)
 
-        for result in self.sampler.decode(requests()):
+        while not done:
+            for result in self.sampler.decode(requests()):
+                while side:
+                    yield side.popleft()
+                item, qset, doc, missing = packed.pop(result.request.key)
+                yield self._finish(item, qset, doc, result, missing)
             while side:
                 yield side.popleft()
-            item, qset, doc, missing = packed.pop(result.request.key)
-            yield self._finish(item, qset, doc, result, missing)
-        while side:
-            yield side.popleft()
+            if pool:
+                assert self.long is not None
+                yield from self.long.decide(pool)
+                pool.clear()
 
-    def _pack(self, item: Item, window: list) -> Decision | None:
+    def _pack(self, item: Item, window: list, pool: list | None = None) -> Decision | None:
         def failed(kind: FailureKind, message: str) -> Decision:
             return Decision(item.doc_id, "error", error=message, extra=item.extra, kind=kind)
 
@@ -219,10 +246,16 @@ class DecisionEngine:
                     constraints=qset.constraints(todo, prompt.parts),
                     prompt=prompt,
                 )
-            except QuestionsDoNotFit as exc:
-                return failed(FailureKind.questions_do_not_fit, str(exc))
-            except DocumentTooLong as exc:
-                return failed(FailureKind.document_too_long, str(exc))
+            except DocumentTooLong as exc:  # QuestionsDoNotFit too: windows ask block by block
+                if self.long is not None and pool is not None:
+                    pool.append((item, qset))  # long_documents: windows
+                    return None
+                kind = (
+                    FailureKind.questions_do_not_fit
+                    if isinstance(exc, QuestionsDoNotFit)
+                    else FailureKind.document_too_long
+                )
+                return failed(kind, str(exc))
             except InvalidText as exc:
                 return failed(FailureKind.invalid_text, str(exc))
             except SchemaError as exc:  # rules no answer of this document can satisfy
@@ -303,6 +336,27 @@ class DecisionEngine:
                     )
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence
+        return self.conclude(item, qset, decision, answers, confidence, missing)
+
+    def conclude(
+        self,
+        item: Item,
+        qset: QuestionSet,
+        decision: Decision,
+        answers: dict[str, Any],
+        confidence: dict[str, float],
+        missing: dict[str, str] | None = None,
+        enforced: bool = True,
+    ) -> Decision:
+        """The decision from the decoded answers: derived answers computed, the whole object
+        validated (schemas and JSON Schema rules), CEL rules checked, partial answers noted.
+        `enforced`: the rules were enforced while decoding (a produced value failing them is a
+        bug), not only checked here (windows, `jobs.longdocs`)."""
+
+        def failed(kind: FailureKind, message: str) -> Decision:
+            decision.kind, decision.error = kind, message
+            return decision
+
         plan = qset.plan
         if plan.order:
             values, conf, derive_errors = plan.evaluate(answers, confidence)
@@ -326,7 +380,9 @@ class DecisionEngine:
                 f"answer fails validation at {where}: {problems[0].message}",
             )
             produced = {q.id for q in present if q.derive is None}
-            if any(p.absolute_path and p.absolute_path[0] in produced for p in problems):
+            if enforced and any(
+                p.absolute_path and p.absolute_path[0] in produced for p in problems
+            ):
                 log.error("a produced value fails its schema (a bug): %s", decision.error)
             return decision
         violated = qset.checks.violated(ordered) if qset.checks is not None else None

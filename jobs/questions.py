@@ -29,6 +29,7 @@ class CompiledQuestion:
     slot: CompiledSlot | None  # None for a derived question: it is computed, never decoded
     extract: bool = False  # answer with a span of the document (`SpanSlot`)
     derive: str | None = None  # CEL over other answers (`jobs.derive`)
+    absent: Any = None  # the declared "not in this part of the document" value (`Question`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
@@ -76,8 +77,9 @@ class QuestionCompiler:
             check_extract_schema(question.schema_)
         slot = compile_slot(question.schema_, self.vocabulary)
         return CompiledQuestion(
-            question.id, question.text, question.schema_, slot, question.extract
-        )
+            question.id, question.text, question.schema_, slot, question.extract,
+            absent=question.absent,
+        )  # fmt: skip
 
 
 def asked(questions: Sequence[CompiledQuestion]) -> list[CompiledQuestion]:

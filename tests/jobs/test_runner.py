@@ -100,7 +100,7 @@ def test_bad_rows_become_error_rows(models, tmp_path) -> None:
         },
     ).write_parquet(tmp_path / "in.parquet")
     result = run_job(
-        parse_spec(spec()),
+        parse_spec(spec(long_documents="error")),  # windows: tests/jobs/test_windows_decide.py
         [tmp_path / "in.parquet"],
         tmp_path / "out",
         model=models["sdar"],

@@ -1,0 +1,159 @@
+"""ContractNLI end to end: real NDAs (17 hypotheses each, most longer than 512 tokens) decided
+in windows (`long_documents: windows`) by a model, against the per-hypothesis majority baseline
+and the published anchors.
+
+Measured in one run on the development split (or, for recipe choices, `--split validation`:
+the train50 NDAs kept out of training; or the first `--docs` NDAs): rows decided,
+3-class accuracy over contract × hypothesis pairs, F1 for entailment, contradiction and
+not-mentioned, evidence share (of the pairs whose gold label has evidence spans, how many kept
+windows contain one gold evidence span whole; also over the pairs answered as entailment or
+contradiction), forward passes and seconds per document. The majority baseline predicts each
+hypothesis's most frequent label among the 50 training NDAs (`train50`; for validation, among
+its training part); nothing is tuned on the development split. The official test split is never
+read.
+
+    python benchmarks/contractnli.py                   # bundled model, all 61 dev NDAs
+    python benchmarks/contractnli.py --docs 10 --top-k 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+
+import common
+
+from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.spec import parse_spec
+from decide.train import contractnli as data
+
+LABELS = list(data.LABELS.values())
+ABSENT = data.ABSENT
+# Published figures, 3-class accuracy over all pairs (not measured here).
+ANCHORS = [
+    ("per-hypothesis majority, official test split (issue 30)", "0.67"),
+    ("frontier API model, one hypothesis per call (public reproduction, 340 pairs)", "0.70"),
+    ("Span NLI BERT, fine-tuned on the full training split (public reproduction)", "0.82"),
+]
+
+
+def majority(train: list[data.LongRow]) -> dict[str, str]:
+    """Each hypothesis's most frequent label in the training NDAs (ties: the first in LABELS)."""
+    counts: dict[str, Counter] = {}
+    for row in train:
+        for qid, label in row.gold.items():
+            counts.setdefault(qid, Counter())[label] += 1
+    return {
+        qid: max(LABELS, key=lambda label: (c[label], -LABELS.index(label)))
+        for qid, c in counts.items()
+    }
+
+
+def scores(pairs: list[tuple[str, str]]) -> dict[str, float]:
+    """Accuracy and per-class F1 of (gold, predicted) pairs."""
+    out = {"accuracy": sum(g == p for g, p in pairs) / len(pairs)}
+    for label in LABELS:
+        tp = sum(g == p == label for g, p in pairs)
+        predicted = sum(p == label for _, p in pairs)
+        actual = sum(g == label for g, _ in pairs)
+        precision = tp / predicted if predicted else 0.0
+        recall = tp / actual if actual else 0.0
+        total = precision + recall
+        out[f"F1 {label}"] = 2 * precision * recall / total if total else 0.0
+    return out
+
+
+def contains(evidence: dict | None, gold: list[tuple[int, int]]) -> bool:
+    """Whether the kept window holds one gold evidence span whole."""
+    if evidence is None:
+        return False
+    return any(evidence["start"] <= a and b <= evidence["end"] for a, b in gold)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="model directory (default: the bundled model)")
+    parser.add_argument(
+        "--split", choices=["dev", "validation"], default="dev",
+        help="dev: the official development split (report); validation: the train50 NDAs kept "
+        "out of training (recipe choices)",
+    )  # fmt: skip
+    parser.add_argument("--docs", type=int, default=None, help="first N NDAs (default all)")
+    parser.add_argument("--top-k", type=int, default=None, help="windows decided per block")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    common.set_threads(args.threads)
+    train50 = data.load_split("train50")
+    if args.split == "dev":
+        split = data.load_split("dev")
+        docs, train = data.documents(split), data.documents(train50)
+    else:
+        split = train50
+        docs, train = data.documents(split, "validation"), data.documents(split, "train")
+    spec = parse_spec({**data.spec(split), "windows": {"top_k": args.top_k}}, "contractnli")
+    if args.docs is not None:
+        docs = docs[: args.docs]
+    loaded = common.load_trained(args.model)
+    engine = DecisionEngine.for_spec(loaded, spec, batch_size=args.batch_size)
+    questions = engine.questions(spec.questions)
+    gold = {d.doc_id: d for d in docs}
+    items = [Item(d.doc_id, d.text, questions) for d in docs]
+    started = time.perf_counter()
+    decisions = list(engine.decide(items))
+    seconds = time.perf_counter() - started
+    ok = [d for d in decisions if d.ok]
+    failed = Counter(d.kind.value if d.kind else "?" for d in decisions if not d.ok)
+    pairs, base, held, held_found, found = [], [], 0, 0, 0
+    baseline = majority(train)
+    evidence_pairs = 0
+    for d in ok:
+        row = gold[d.doc_id]
+        for qid, label in row.gold.items():
+            predicted = d.answers[qid]
+            pairs.append((label, predicted))
+            if row.evidence[qid]:
+                evidence_pairs += 1
+                kept = (d.evidence or {}).get(qid)
+                hit = contains(kept and kept.as_dict(), row.evidence[qid])
+                held += hit
+                if predicted != ABSENT:
+                    found += 1
+                    held_found += hit
+    for row in docs:
+        base += [(label, baseline[qid]) for qid, label in row.gold.items()]
+    ours, majority_scores = scores(pairs) if pairs else {}, scores(base)
+    n = len(decisions)
+    print(f"ContractNLI {args.split}, {n} NDAs × {len(questions)} hypotheses, model {loaded.path}")
+    print(
+        f"top_k={args.top_k}, batch size {args.batch_size}; {common.describe_machine(args.threads)}"
+    )
+    print()
+    print(f"rows decided: {len(ok)} of {n}" + (f"; failed: {dict(failed)}" if failed else ""))
+    reference = "majority of train50" if args.split == "dev" else "majority of train50's train part"
+    header = ["figure", "decide (windows)", reference]
+    rows = [[k, f"{ours.get(k, 0):.3f}", f"{majority_scores[k]:.3f}"] for k in majority_scores]
+    rows.append([
+        "evidence: kept window holds a gold span (pairs with gold evidence)",
+        f"{held / max(evidence_pairs, 1):.3f} ({held}/{evidence_pairs})", "-",
+    ])  # fmt: skip
+    rows.append([
+        "evidence, of those answered entailment/contradiction",
+        f"{held_found / max(found, 1):.3f} ({held_found}/{found})", "-",
+    ])  # fmt: skip
+    rows.append(["forward passes per document (sum over windows)",
+                 f"{sum(d.nfe for d in decisions) / n:.1f}", "-"])  # fmt: skip
+    rows.append(["windows per document", f"{sum(d.windows for d in decisions) / n:.1f}", "-"])
+    rows.append(["seconds per document", f"{seconds / n:.2f}", "-"])
+    print(common.table(header, rows, "lrr"))
+    print()
+    print(common.table(["published anchor (3-class accuracy)", "value"], ANCHORS, "lr"))
+    if pairs:
+        target = majority_scores["accuracy"] + 0.05
+        verdict = "met" if ours["accuracy"] >= target else "not met"
+        print(f"\ntarget: accuracy ≥ majority + 5 points = {target:.3f}: {verdict}")
+
+
+if __name__ == "__main__":
+    main()

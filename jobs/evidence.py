@@ -1,0 +1,78 @@
+"""Evidence of an answer: where in the original document it was read.
+
+Contract: every answer of a windowed document (`jobs.longdocs`) carries an `Evidence`: the
+character offsets `start:end` of the window whose answer was kept (`window` is its index among
+the document's windows), and for an extract answer the offsets `span_start:span_end` of the
+span, number or date it copied, found by `locate` in that window the way `decide.schemas.span`
+and `decide.schemas.dates` define spans (the first place it appears). All offsets index the
+original document string (Python characters). `EVIDENCE_FIELDS` is the struct the output parquet
+holds per question (null for an answer without evidence: a document decided in one piece).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import polars as pl
+
+from decide.schemas.dates import MAX_DATE_WORDS, DatePolicy, date_format, read_date
+from decide.schemas.span import MAX_SPAN_WORDS, NUMBER, _canonical_number, _plain, _span_places
+
+EVIDENCE_FIELDS: dict[str, pl.DataType] = {
+    "window": pl.Int32,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "span_start": pl.Int64,
+    "span_end": pl.Int64,
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    window: int
+    start: int
+    end: int
+    span_start: int | None = None
+    span_end: int | None = None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {k: getattr(self, k) for k in EVIDENCE_FIELDS}
+
+
+def evidence_dtype(question_ids: list[str]) -> pl.Struct:
+    """The output's `evidence` column: one struct of `EVIDENCE_FIELDS` per question id."""
+    return pl.Struct({qid: pl.Struct(EVIDENCE_FIELDS) for qid in question_ids})
+
+
+def locate(
+    value: Any, text: str, schema: Any, dates: DatePolicy | None = None
+) -> tuple[int, int] | None:
+    """Offsets in `text` of the first span, number or date that `value` (an extract answer) was
+    copied from; None for `null` or when it is not there."""
+    if value is None or isinstance(value, bool):
+        return None
+    fmt = date_format(schema)
+    if fmt is not None:
+        # Filler words ("on", "the") also read as the date: keep the tightest of the first.
+        places = [
+            (end, -start)
+            for _, start, end, span in _span_places(text, MAX_DATE_WORDS, None)
+            if read_date(span, fmt, dates) == value
+        ]
+        if not places:
+            return None
+        end, start = min(places)
+        return -start, end
+    if isinstance(value, str):
+        wanted = _plain(value)
+        for _, start, end, span in _span_places(text, MAX_SPAN_WORDS, None):
+            if _plain(span) == wanted:
+                return start, end
+        return None
+    number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    for match in NUMBER.finditer(text):
+        if Decimal(_canonical_number(*match.groups())) == number:
+            return match.start(), match.end()
+    return None

@@ -1,0 +1,134 @@
+"""The windows of one block of a long document, planned the same way for deciding and training.
+
+Contract. `WindowPlanner(packer, settings).plan(text, starts, questions, kept, absent)` gives a
+`BlockPlan` for one block of questions of a document too long for the model: which answers
+of earlier blocks its prompts hold (`earlier`), how many prompt tokens are not document (`fixed`),
+and the windows (`jobs.windows.segment`) of at most the tokens that leaves (minus `MARGIN`;
+`settings.tokens` caps it), sharing up to `settings.overlap` tokens (at most a quarter of a
+window). `prompt(text, questions, earlier)` is a window's prompt: the packer's layout with the
+earlier answers as compact JSON after the document text (`with_earlier`). Earlier answers are all
+kept while they take at most `EARLIER_SHARE` of the room the document would have without them;
+else the absent ones are left out first, then the oldest. A block whose questions and answers
+leave fewer than `MIN_WINDOW` tokens raises `NoRoom`.
+
+`jobs.longdocs` decides with it and `decide.train.windows` builds training examples with it, so a
+model is taught windows exactly as it reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jsonschema.validators import validator_for
+
+from .pack import Packer
+from .questions import CompiledQuestion
+from .windows import Window, segment
+
+MARGIN = 8  # tokens kept free: a window re-tokenized inside its prompt may take a few more
+EARLIER_SHARE = 0.25  # earlier answers may take this share of the document's room
+MIN_WINDOW = 32  # fewer document tokens than this per window: the block's questions do not fit
+
+
+class NoRoom(ValueError):
+    """A block's questions and answers leave no room for a window of the document."""
+
+
+def absent_of(question: CompiledQuestion) -> tuple[bool, Any]:
+    """(declared, value): the question's `absent:` value, else null if its schema admits it."""
+    if question.absent is not None:
+        return True, question.absent
+    schema = question.schema
+    return (True, None) if validator_for(schema)(schema).is_valid(None) else (False, None)
+
+
+def with_earlier(text: str, earlier: Mapping[str, Any]) -> str:
+    """A window's text as its prompt holds it: the answers of earlier blocks after it."""
+    if not earlier:
+        return text
+    answers = json.dumps(dict(earlier), separators=(",", ":"), ensure_ascii=False)
+    return f"{text}\n\nAnswers so far:\n{answers}"
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    earlier: dict[str, Any]  # the earlier blocks' answers its prompts hold
+    fixed: int  # prompt and answer tokens that are not document
+    windows: list[Window]
+
+
+class WindowPlanner:
+    def __init__(self, packer: Packer, settings: Any = None) -> None:
+        from .spec import Windows
+
+        self.packer = packer
+        self.settings = settings if settings is not None else Windows()
+
+    def prompt(
+        self, text: str, questions: Sequence[CompiledQuestion], earlier: Mapping[str, Any]
+    ) -> list[int]:
+        """The prompt tokens of one window (see the module docstring)."""
+        return self.packer.tokenizer.encode(
+            self.packer.prompt_text(with_earlier(text, earlier), questions)
+        )
+
+    def answer_length(self, questions: Sequence[CompiledQuestion]) -> int:
+        """Tokens of the answer block of `questions` asked alone."""
+        blocks, _ = self.packer.blocks(questions)
+        return len(blocks[0].tokens)
+
+    def earlier(
+        self,
+        questions: Sequence[CompiledQuestion],
+        kept: Mapping[str, Any],
+        absent: Mapping[str, bool],
+    ) -> tuple[dict[str, Any], int]:
+        """The earlier answers (`kept`, oldest first; `absent[qid]`: whether that answer is its
+        question's absent value) the prompts of `questions` hold, and the prompt and answer
+        tokens that are not document."""
+        answer_len = self.answer_length(questions)
+        room = self.packer.max_length - MARGIN
+        bare = len(self.prompt("", questions, {})) + answer_len
+        order = sorted(kept, key=lambda qid: not absent.get(qid, False))
+        earlier = dict(kept)
+        while True:
+            fixed = len(self.prompt("", questions, earlier)) + answer_len
+            if not earlier or fixed - bare <= EARLIER_SHARE * (room - bare):
+                return earlier, fixed
+            del earlier[order.pop(0)]
+
+    def plan(
+        self,
+        text: str,
+        starts: np.ndarray,
+        questions: Sequence[CompiledQuestion],
+        kept: Mapping[str, Any] | None = None,
+        absent: Mapping[str, bool] | None = None,
+        label: str = "this block",
+    ) -> BlockPlan:
+        """The plan of one block (see the module docstring); raises `NoRoom`."""
+        earlier, fixed = self.earlier(questions, kept or {}, absent or {})
+        budget = self.packer.max_length - fixed - MARGIN
+        if budget < MIN_WINDOW:
+            raise NoRoom(
+                f"the questions and answers of {label} alone need {fixed} tokens, the model "
+                f"takes {self.packer.max_length}: no window of the document fits"
+            )
+        if self.settings.tokens is not None:
+            budget = min(budget, self.settings.tokens)
+        windows = segment(text, starts, budget, min(self.settings.overlap, budget // 4))
+        return BlockPlan(earlier, fixed, windows)
+
+    def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
+        """Whether every block of `questions`, asked alone, leaves room for a window of at
+        least `MIN_WINDOW` tokens (later blocks' prompts also hold earlier answers: checked per
+        document)."""
+        for group in self.packer.groups(questions):
+            fixed = len(self.prompt("", group, {})) + self.answer_length(group)
+            if fixed + MARGIN + MIN_WINDOW > self.packer.max_length:
+                return False
+        return True

@@ -1,0 +1,231 @@
+"""Windows over a long document: segmentation, lexical ranking and the combination of answers.
+
+Pure functions, no model. Contract:
+
+- `token_starts(encode, text)` is the character offset of every token of `text`, tokenized in
+  pieces of at most `TOKENIZE_CHARS` characters cut at whitespace, so a 1 MB document never
+  holds more than one piece's `Encoding` and the offsets live in one int array.
+- `segment(text, starts, budget, overlap)` cuts `text` into windows of at most `budget` tokens
+  each, on paragraph, line or sentence boundaries (`boundaries`); consecutive windows share
+  whole sentences worth at most `overlap` tokens (the stride is what is left). A sentence longer
+  than `budget` (a 100 kB "sentence") is hard split at token boundaries. Windows without a token
+  (whitespace only) are never produced; every token of the document lies in some window.
+- `rank(texts, query, k)` is the indices of the `k` windows most relevant to `query` by BM25
+  (`bm25s`), in document order; ties keep the earlier window.
+- `combine(candidates, absent, confident)` is the one answer of a question among its per-window
+  answers: with a declared absent value (`absent:` on the question, or `null` where the schema
+  admits it) the most confident answer that is not absent wins when its confidence reaches
+  `confident`, else the most confident absent answer; without one, the most confident answer.
+  Ties keep the earlier window. `ranked` orders a question's distinct values under that rule
+  and `combinations` walks choices of one value per question best first, for the rules.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+TOKENIZE_CHARS = 1 << 16  # characters tokenized at once when counting a document's tokens
+DEFAULT_OVERLAP = 64  # tokens two consecutive windows may share (whole sentences)
+DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident beats "absent"
+
+# Where a unit ends: after a blank line, a line break, or a sentence's final punctuation (with
+# closing quotes or brackets) followed by whitespace. A cut lies after the whitespace.
+BOUNDARY = re.compile(r"\n\s*|[.!?;:][\"'’”)\]]*\s+")
+
+
+class WindowError(ValueError):
+    """Windows cannot be made (a budget of no tokens, an overlap not below the budget)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """Characters `start:end` of the document, `tokens` of its tokens."""
+
+    index: int
+    start: int
+    end: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One window's answer to one question."""
+
+    value: Any
+    confidence: float
+    window: Window
+    span: tuple[int, int] | None = None  # document offsets of an extract answer's span
+
+
+def token_starts(
+    encode: Callable[[str], Sequence[tuple[int, int]]], text: str, chunk: int = TOKENIZE_CHARS
+) -> np.ndarray:
+    """Character offsets where the tokens of `text` start. `encode` gives a text's token
+    offsets (no special tokens). Pieces are cut at whitespace, so no token crosses a cut."""
+    out: list[np.ndarray] = []
+    position = 0
+    while position < len(text):
+        end = min(len(text), position + chunk)
+        if end < len(text):
+            space = text.rfind(" ", position + 1, end)
+            cut = max(space, text.rfind("\n", position + 1, end))
+            end = cut if cut > position else end
+        offsets = encode(text[position:end])
+        out.append(np.fromiter((a + position for a, _ in offsets), dtype=np.int64))
+        position = end
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def boundaries(text: str) -> list[int]:
+    """Sorted character offsets where units (paragraphs, lines, sentences) start, `0` first."""
+    return [0, *(m.end() for m in BOUNDARY.finditer(text) if 0 < m.end() < len(text))]
+
+
+def _units(text: str, starts: np.ndarray, budget: int) -> list[tuple[int, int, int, int]]:
+    """(char start, char end, first token, end token) of each unit with tokens; a unit of more
+    than `budget` tokens is cut into pieces of `budget` tokens at token starts."""
+    cuts = boundaries(text)
+    ends = [*cuts[1:], len(text)]
+    first = np.searchsorted(starts, np.asarray(cuts), side="left")
+    last = np.searchsorted(starts, np.asarray(ends), side="left")
+    units: list[tuple[int, int, int, int]] = []
+    for start, end, t0, t1 in zip(cuts, ends, first.tolist(), last.tolist(), strict=True):
+        if t1 <= t0:
+            continue  # whitespace only: no window of its own
+        for a in range(t0, t1, budget):
+            b = min(t1, a + budget)
+            char_start = start if a == t0 else int(starts[a])
+            char_end = end if b == t1 else int(starts[b])
+            units.append((char_start, char_end, a, b))
+    return units
+
+
+def segment(
+    text: str, starts: np.ndarray, budget: int, overlap: int = DEFAULT_OVERLAP
+) -> list[Window]:
+    """Windows of at most `budget` tokens over whole units, consecutive ones sharing at most
+    `overlap` tokens of whole units (see the module docstring)."""
+    if budget < 1:
+        raise WindowError(f"a window must hold at least one token, the budget is {budget}")
+    if not 0 <= overlap < budget:
+        raise WindowError(f"overlap ({overlap} tokens) must be at least 0 and below the window "
+                          f"size ({budget} tokens)")  # fmt: skip
+    units = _units(text, starts, budget)
+    windows: list[Window] = []
+    i = 0
+    while i < len(units):
+        j = i
+        while j + 1 < len(units) and units[j + 1][3] - units[i][2] <= budget:
+            j += 1
+        start, end = units[i][0], units[j][1]
+        windows.append(Window(len(windows), start, end, units[j][3] - units[i][2]))
+        if j == len(units) - 1:
+            break
+        nxt = j + 1
+        while nxt - 1 > i and units[j][3] - units[nxt - 1][2] <= overlap:
+            nxt -= 1
+        i = nxt
+    return windows
+
+
+def _terms(texts: Sequence[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+
+
+def rank(texts: Sequence[str], query: str, k: int) -> list[int]:
+    """Indices of the `k` windows (by text) that BM25 ranks highest for `query`, in document
+    order; all of them when there are at most `k`."""
+    if k < 1:
+        raise WindowError(f"top_k must be at least 1, got {k}")
+    if len(texts) <= k:
+        return list(range(len(texts)))
+    import bm25s
+
+    retriever = bm25s.BM25()
+    retriever.index(_terms(texts), show_progress=False)
+    scores = np.asarray(retriever.get_scores(_terms([query])[0]), dtype=np.float64)
+    order = np.lexsort((np.arange(len(texts)), -scores))  # best first, earlier on ties
+    return sorted(order[:k].tolist())
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (`1` and `true` differ, key order does not matter)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _best(candidates: Sequence[Candidate]) -> Candidate:
+    return max(candidates, key=lambda c: (c.confidence, -c.window.index))
+
+
+def combine(
+    candidates: Sequence[Candidate],
+    absent: tuple[bool, Any] = (False, None),
+    confident: float = DEFAULT_CONFIDENT,
+) -> Candidate | None:
+    """The kept answer among one question's window answers (None when there are none)."""
+    if not candidates:
+        return None
+    declared, value = absent
+    if not declared:
+        return _best(candidates)
+    found = [c for c in candidates if not _same(c.value, value)]
+    missing = [c for c in candidates if _same(c.value, value)]
+    if found and (not missing or _best(found).confidence >= confident):
+        return _best(found)
+    return _best(missing)
+
+
+def ranked(candidates: Sequence[Candidate], absent: tuple[bool, Any], confident: float) -> list:
+    """The distinct values of one question's candidates, best first under `combine`'s rule:
+    the kept one first, then the others by their best confidence (to enforce rules after
+    combining, the next combination tried replaces one answer by its next value)."""
+    out: list[Candidate] = []
+    rest = list(candidates)
+    while rest:
+        kept = combine(rest, absent, confident)
+        assert kept is not None
+        out.append(kept)
+        rest = [c for c in rest if not _same(c.value, kept.value)]
+    return out
+
+
+def combinations(ranked_values: dict[str, list[Candidate]], limit: int) -> Iterator[dict]:
+    """Up to `limit` choices of one candidate per question, best first: the combined answers
+    first, then by the confidence they give up (the sum over questions of -log confidence, best
+    first; ties in the order they were found). Used to enforce cross-question rules after
+    combining: the first choice the rules accept is kept."""
+    ids = list(ranked_values)
+    cost = {
+        qid: [-math.log(max(c.confidence, 1e-300)) for c in values]
+        for qid, values in ranked_values.items()
+    }
+
+    def total(choice: tuple[int, ...]) -> float:
+        return sum(cost[qid][i] for qid, i in zip(ids, choice, strict=True))
+
+    start = tuple(0 for _ in ids)
+    heap: list[tuple[float, int, tuple[int, ...]]] = [(total(start), 0, start)]
+    seen = {start}
+    order = 0
+    for _ in range(limit):
+        if not heap:
+            return
+        _, _, choice = heapq.heappop(heap)
+        yield {qid: ranked_values[qid][i] for qid, i in zip(ids, choice, strict=True)}
+        for k, qid in enumerate(ids):
+            if choice[k] + 1 < len(ranked_values[qid]):
+                nxt = (*choice[:k], choice[k] + 1, *choice[k + 1 :])
+                if nxt not in seen:
+                    seen.add(nxt)
+                    order += 1
+                    heapq.heappush(heap, (total(nxt), order, nxt))

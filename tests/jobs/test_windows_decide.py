@@ -1,0 +1,249 @@
+"""Long documents decided in windows on tiny random models (`jobs.longdocs`): windows batched
+together equal windows decided one at a time, a fact only in the middle is found with its
+evidence, 17 questions decide in three blocks each with its own questions, rules hold after
+combining, a 1 MB document stays within bounded memory, and bad input fails clearly."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import jsonschema
+import polars as pl
+import pytest
+from helpers.jobdata import long_text, read_answers
+
+from decide.api import Decider
+from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.failures import FailureKind
+from decide.jobs.longdocs import _Doc
+from decide.jobs.runner import run_job
+from decide.jobs.spec import Question, SpecError, parse_spec
+from decide.jobs.window_plan import WindowPlanner
+from decide.jobs.windows import Candidate, Window
+from decide.schemas.span import in_document
+
+KIND = {
+    "id": "kind",
+    "text": "What kind of claim is it?",
+    "schema": {"enum": ["auto", "home", "none"]},
+    "absent": "none",
+}
+CODE = {
+    "id": "code",
+    "text": "Which clause code applies?",
+    "extract": True,
+    "schema": {"type": "string", "pattern": "^[Zz][Xx][0-9]{3}$"},
+}
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_checkpoint):
+    return tiny_checkpoint("bert", vocab="small", init_std=0.2)
+
+
+@pytest.fixture(scope="module")
+def decider(bert):
+    return Decider(bert, batch_size=8)
+
+
+def test_a_fact_only_in_the_middle_is_found_with_its_evidence(decider) -> None:
+    text = long_text(300)
+    middle = len(text) // 2
+    text = f"{text[:middle]} The clause code is ZX417 for this claim. {text[middle:]}"
+    decision = decider.decide(text, [KIND, CODE])
+    assert decision.ok and decision.windows > 3, decision.error
+    assert decision.answers["code"].lower() == "zx417"
+    code = decision.evidence["code"]
+    assert text[code.span_start : code.span_end] == "ZX417"
+    assert code.start <= code.span_start < code.span_end <= code.end
+    assert code.start > 0 and code.end < len(text)  # a window in the middle, not the whole text
+    kind = decision.evidence["kind"]
+    assert kind.span_start is None and 0 <= kind.start < kind.end <= len(text)
+
+
+@pytest.mark.parametrize("family", ["bert", "sdar"])
+def test_windows_of_many_documents_equal_windows_decided_one_at_a_time(
+    tiny_checkpoint, family
+) -> None:
+    model = tiny_checkpoint(family, vocab="small", init_std=0.2)
+    # sdar's tiny model takes 4096 positions: longer documents, windows capped at 1000 tokens
+    sentences = 150 if family == "bert" else 520
+    windows = {"tokens": 1000}
+    texts = {f"d{i}": long_text(sentences + 37 * i, seed=i) for i in range(3)}
+    questions = [KIND, {"id": "late", "text": "Was it late?", "schema": {"type": "boolean"}}]
+    together = Decider(model, batch_size=8, windows=windows).decide_many(texts, questions)
+    alone = Decider(model, batch_size=1, windows=windows)
+    for joint in together:
+        single = alone.decide(texts[joint.doc_id], questions)
+        assert joint.ok and single.ok and joint.windows > 1
+        assert joint.answers == single.answers
+        assert joint.evidence == single.evidence
+        for qid, value in joint.confidence.items():
+            assert value == pytest.approx(single.confidence[qid], rel=1e-4, abs=1e-6)
+
+
+def test_seventeen_questions_decide_in_three_blocks_each_with_its_own_questions(
+    decider, monkeypatch
+) -> None:
+    questions = [
+        {"id": f"h{i}", "text": f"Does clause {i} hold?", "schema": {"enum": ["yes", "no", "nm"]},
+         "absent": "nm"}
+        for i in range(17)
+    ]  # fmt: skip
+    seen: list[tuple[list[str], list[str]]] = []
+    original = WindowPlanner.prompt
+
+    def spy(self, text, qs, earlier):
+        if text:  # a window's prompt (the empty text measures the prompt without the document)
+            seen.append(([q.id for q in qs], dict(earlier)))
+        return original(self, text, qs, earlier)
+
+    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    decision = decider.decide(long_text(200), questions)
+    assert decision.ok, decision.error
+    assert list(decision.answers) == [q["id"] for q in questions]
+    ids = [f"h{i}" for i in range(17)]
+    blocks = {tuple(qs): earlier for qs, earlier in seen}
+    assert list(blocks) == [tuple(ids[:6]), tuple(ids[6:12]), tuple(ids[12:])]
+    assert blocks[tuple(ids[:6])] == {}
+    for k, block in ((1, tuple(ids[6:12])), (2, tuple(ids[12:]))):
+        earlier = blocks[block]
+        # the answers kept for earlier blocks, never their questions nor this block's ids
+        assert earlier and set(earlier) <= set(ids[: 6 * k])
+        assert all(decision.answers[qid] == value for qid, value in earlier.items())
+        # when some had to be left out for room, absent answers went first
+        dropped = [qid for qid in ids[: 6 * k] if qid not in earlier]
+        if any(v == "nm" for v in earlier.values()):
+            assert all(decision.answers[qid] == "nm" for qid in dropped)
+    text = (
+        decider.engine.long.planner.prompt
+    )  # the prompt of a later block holds the earlier answers
+    prompt = decider.engine.packer.tokenizer.decode(
+        text("one sentence.", decider._compile(questions[6:12]).asked, {"h0": "yes"})
+    )
+    assert "Answers so far" in prompt and '"h0":"yes"' in prompt.replace(" ", "")
+    assert "[h6]" in prompt.replace(" ", "") and "[h0]" not in prompt.replace(" ", "")
+
+
+RULES = {"if": {"properties": {"kind": {"const": "auto"}}},
+         "then": {"properties": {"late": {"const": False}}}}  # fmt: skip
+LATE = {"id": "late", "text": "Was it late?", "schema": {"type": "boolean"}}
+
+
+def test_rules_are_enforced_on_the_combined_answers(bert) -> None:
+    """The most confident window answers break a rule: the best choice that keeps it wins."""
+    engine = DecisionEngine(
+        Decider(bert).loaded, long_documents="windows", rules=RULES, batch_size=4
+    )
+    qset = engine.questions([Question.model_validate(q) for q in (KIND, LATE)])
+    text = long_text(50)
+    item = Item("r", text, qset)
+    w = [Window(i, 100 * i, 100 * i + 90, 20) for i in range(3)]
+    doc = _Doc(item, qset, None, [qset.asked])
+    doc.candidates = {
+        "kind": [Candidate("auto", 0.95, w[0]), Candidate("none", 0.99, w[1])],
+        "late": [Candidate(True, 0.9, w[1]), Candidate(False, 0.6, w[2])],
+    }
+    doc.kept = {"kind": doc.candidates["kind"][0], "late": doc.candidates["late"][0]}
+    decision = engine.long._finish(doc)
+    assert decision.ok, decision.error
+    # auto (0.95) beats the absent "none", but with late=true (0.9) it breaks the rule; of the
+    # choices that keep it, kind=none (0.99) gives up less confidence than late=false (0.6)
+    assert decision.answers == {"kind": "none", "late": True}
+    assert decision.evidence["kind"].window == 1 and decision.evidence["late"].window == 1
+    doc.candidates["kind"][1] = Candidate("none", 0.3, w[1])
+    decision = engine.long._finish(doc)
+    assert decision.answers == {"kind": "auto", "late": False}
+    assert decision.evidence["late"].window == 2 and decision.evidence["kind"].window == 0
+    # without a way to satisfy the rule, the row fails with the combined answers' reason
+    doc.candidates = {"kind": doc.candidates["kind"][:1], "late": doc.candidates["late"][:1]}
+    failed = engine.long._finish(doc)
+    assert not failed.ok and failed.kind is FailureKind.answer_invalid
+
+
+def test_rules_hold_on_every_windowed_decision(bert, tmp_path) -> None:
+    docs = {f"d{i}": long_text(250 + 20 * i, seed=i) for i in range(3)}
+    pl.DataFrame({"doc_id": list(docs), "document": list(docs.values())}).write_parquet(
+        tmp_path / "in.parquet"
+    )
+    spec = parse_spec({"questions": [KIND, LATE], "rules": RULES})
+    result = run_job(spec, [tmp_path / "in.parquet"], tmp_path / "out", model=bert,
+                     progress=False)  # fmt: skip
+    assert result.ok == 3
+    frame = read_answers(tmp_path / "out")
+    for row in frame.iter_rows(named=True):
+        jsonschema.validate(json.loads(row["answers_json"]), RULES)
+        assert (
+            row["windows"] > 1 and row["evidence"]["kind"]["end"] > row["evidence"]["kind"]["start"]
+        )
+
+
+def test_top_k_decides_only_the_windows_bm25_ranks_highest(bert) -> None:
+    text = long_text(300)
+    middle = len(text) // 2
+    text = f"{text[:middle]} The clause code is ZX417. {text[middle:]}"
+    everything = Decider(bert, batch_size=8).decide(text, [KIND, CODE])
+    few = Decider(bert, batch_size=8, windows={"top_k": 2}).decide(text, [KIND, CODE])
+    assert few.ok and few.windows == everything.windows > 2
+    assert few.nfe < everything.nfe
+    assert few.answers["code"].lower() == "zx417"  # "clause code" ranks that window first
+
+
+def test_a_1_mb_document_is_decided_in_bounded_memory(bert) -> None:
+    text = long_text(24_000)  # about 1 MB
+    assert len(text) > 1_000_000
+    decider = Decider(bert, batch_size=8, windows={"top_k": 2})
+    tracemalloc.start()
+    try:
+        decision = decider.decide(text, [KIND])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert decision.ok and decision.windows > 400
+    assert peak < 40 * len(text)  # offsets, window texts for BM25: a small multiple of the text
+
+
+def test_a_100_kb_sentence_is_split_and_decided(decider) -> None:
+    text = "word " * 20_000 + "ZX417"  # no sentence boundary at all
+    decision = decider.decide(text, [KIND, CODE])
+    assert decision.ok and decision.windows > 10 and decision.answers["code"].lower() == "zx417"
+
+
+def test_bad_absent_values_and_settings_are_refused() -> None:
+    with pytest.raises(SpecError, match=r"questions\.0.*absent: 'maybe' is not a value"):
+        parse_spec({"questions": [{**KIND, "absent": "maybe"}]})
+    with pytest.raises(SpecError, match=r"windows\.top_k"):
+        parse_spec({"questions": [KIND], "windows": {"top_k": 0}})
+    assert parse_spec({"questions": [KIND]}).long_documents == "windows"
+
+
+def test_long_documents_error_and_truncate_stay_available(bert) -> None:
+    text = long_text(300)
+    failed = Decider(bert, long_documents="error").decide_many([text], [KIND])[0]
+    assert failed.kind is FailureKind.document_too_long
+    cut = Decider(bert, long_documents="truncate").decide(text, [KIND])
+    assert cut.truncated and cut.windows == 0 and cut.evidence is None
+
+
+def test_no_window_fits_when_the_questions_fill_the_context(decider) -> None:
+    wordy = [{"id": f"q{i}", "text": "Is it true that " + "very " * 60 + "late?",
+              "schema": {"type": "boolean"}} for i in range(8)]  # fmt: skip
+    decision = decider.decide_many([long_text(300)], wordy)[0]
+    assert decision.kind is FailureKind.questions_do_not_fit
+    assert "no window of the document fits" in decision.error
+
+
+def test_output_parquet_has_windows_and_evidence(bert, tmp_path) -> None:
+    text = long_text(300)
+    middle = len(text) // 2
+    docs = ["short claim about a roof", f"{text[:middle]} Code ZX417 applies. {text[middle:]}"]
+    pl.DataFrame({"doc_id": ["s", "l"], "document": docs}).write_parquet(tmp_path / "in.parquet")
+    spec = parse_spec({"questions": [KIND, CODE]})
+    run_job(spec, [tmp_path / "in.parquet"], tmp_path / "out", model=bert, progress=False)
+    rows = {r["doc_id"]: r for r in read_answers(tmp_path / "out").iter_rows(named=True)}
+    assert rows["s"]["windows"] == 0 and rows["s"]["evidence"] is None
+    assert rows["l"]["status"] == "ok" and rows["l"]["windows"] > 1
+    code = rows["l"]["evidence"]["code"]
+    assert docs[1][code["span_start"] : code["span_end"]] == "ZX417"
+    assert in_document(rows["l"]["answers"]["code"], docs[1][code["start"] : code["end"]])

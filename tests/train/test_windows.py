@@ -1,0 +1,103 @@
+"""Training on long documents (`decide.train.windows`): every drawn row is a prompt inference
+builds for a window of that document (same windows, same earlier answers), a window teaches the
+label only where it holds the evidence, and the ContractNLI splits are what they claim."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from helpers.jobdata import long_text
+
+from decide.api import Decider
+from decide.engine.loader import load_config
+from decide.jobs.window_plan import WindowPlanner, with_earlier
+from decide.jobs.windows import Window
+from decide.train import contractnli
+from decide.train.examples import ExampleBuilder
+from decide.train.windows import LongRow, WindowRows, holds
+
+QUESTIONS = [
+    {"id": f"h{i}", "text": f"Does clause {i} hold?", "absent": "nm",
+     "schema": {"enum": ["yes", "no", "nm"]}}
+    for i in range(10)
+] + [{"id": "code", "text": "Which code applies?", "extract": True,
+      "schema": {"type": "string", "pattern": "^[Zz][Xx][0-9]{3}$"}}]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_checkpoint):
+    return tiny_checkpoint("bert", vocab="small", init_std=0.2)
+
+
+def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch) -> None:
+    """Decide a long document in windows, recording every window prompt; with the decided
+    answers as gold, every row training draws is one of those prompts."""
+    text = long_text(160)
+    middle = len(text) // 2
+    text = f"{text[:middle]} The code is ZX417. {text[middle:]}"
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    original = WindowPlanner.prompt
+
+    def spy(self, window_text, questions, earlier):
+        if window_text:
+            seen.add((with_earlier(window_text, earlier), tuple(q.id for q in questions)))
+        return original(self, window_text, questions, earlier)
+
+    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    decision = Decider(bert, batch_size=8).decide(text, QUESTIONS)
+    assert decision.ok and decision.windows > 2, decision.error
+    _, config, tokenizer = load_config(bert)
+    rows = WindowRows(config, tokenizer, [LongRow("d", text, QUESTIONS, decision.answers)])
+    builder = ExampleBuilder(config, tokenizer)
+    rng = random.Random(0)
+    drawn = set()
+    for _ in range(60):
+        window_text, questions, gold = rows.draw(rng)
+        ids = tuple(q["id"] for q in questions)
+        assert (window_text, ids) in seen
+        assert set(gold) == set(ids) and all(gold[q] == decision.answers[q] for q in ids)
+        assert builder.build(window_text, questions, gold, rng) is not None
+        drawn.add(ids)
+    # both blocks are drawn; the code question only with the window that holds ZX417
+    assert {ids[0] for ids in drawn} == {"h0", "h6"}
+    assert any("code" in ids for ids in drawn) and any("code" not in ids for ids in drawn)
+
+
+def test_a_window_teaches_the_label_only_where_it_holds_the_evidence(bert) -> None:
+    text = long_text(200)
+    span = (3000, 3040)
+    gold = {q["id"]: "yes" for q in QUESTIONS[:10]}
+    gold["code"] = "ZX417"
+    row = LongRow("d", text, QUESTIONS, gold, {"h0": [span], "h1": []})
+    _, config, tokenizer = load_config(bert)
+    rows = WindowRows(config, tokenizer, [row])
+    asked = rows._groups(row)[0]
+    inside, outside = Window(0, 2900, 3100, 40), Window(1, 0, 500, 100)
+    assert rows.window_gold(row, inside, asked)["h0"] == "yes"
+    assert rows.window_gold(row, outside, asked)["h0"] == "nm"
+    # no evidence listed: never in any window; not listed at all: the document's answer
+    assert rows.window_gold(row, inside, asked)["h1"] == "nm"
+    assert rows.window_gold(row, outside, asked)["h2"] == "yes"
+    extract = [q for group in rows._groups(row) for q in group if q.id == "code"]
+    assert "code" not in rows.window_gold(row, inside, extract)  # ZX417 is not in this text
+    # at least half of a span inside counts; a sliver does not
+    assert holds(Window(0, 3020, 3200, 9), [span]) and not holds(Window(0, 3030, 3200, 9), [span])
+
+
+def test_contractnli_parts_are_disjoint_and_evidence_lies_in_the_text() -> None:
+    split = contractnli.load_split("train50")
+    train = contractnli.documents(split, "train")
+    validation = contractnli.documents(split, "validation")
+    assert len(train) + len(validation) == 50 and 5 <= len(validation) <= 15
+    assert not {d.doc_id for d in train} & {d.doc_id for d in validation}
+    assert [d.doc_id for d in validation] == [
+        d.doc_id for d in contractnli.documents(split) if contractnli.is_validation(d.doc_id)
+    ]
+    for row in train + validation:
+        assert len(row.questions) == 17 and set(row.gold) == {q["id"] for q in row.questions}
+        for qid, spans in row.evidence.items():
+            assert all(0 <= a < b <= len(row.text) for a, b in spans)
+            assert bool(spans) == (row.gold[qid] != "not_mentioned")
+    dev = contractnli.documents(contractnli.load_split("dev"))
+    assert len(dev) == 61 and not {d.doc_id for d in dev} & {d.doc_id for d in train}

@@ -1,0 +1,167 @@
+"""Training rows from long documents, cut into windows exactly as `decide run` reads them.
+
+Contract. A `LongRow` is a document with its questions, its gold decision object and,
+optionally per question, the character offsets of the gold evidence (where the document states
+the answer). `WindowRows(config, tokenizer, rows)` draws training rows `(text, questions, gold)`
+that `train.examples.ExampleBuilder` packs as it packs any row: one block of a document's asked
+questions (the same balanced blocks as inference) over one window of the document planned by the
+inference planner (`decide.jobs.window_plan.WindowPlanner`: same budget, sentence boundaries,
+overlap, and the earlier blocks' answers after the window text, here their gold answers).
+
+A window's gold answer to a question:
+- with evidence offsets and an absent value (`absent:`, or null in its schema): the gold answer
+  when the window holds at least half of one evidence span, else the absent value; a window
+  without the evidence teaches "not in this part of the document", one with it the answer;
+- an `extract` question: its gold answer when the window holds it, else the question is left
+  out of that example (as inference leaves out an extract question a window offers nothing for);
+- otherwise the document's gold answer.
+
+A document that fits the model whole is returned as it is. `evidence_share` of the draws pick,
+among a block's windows, one that holds evidence for one of its questions (when there is one);
+the others pick a window uniformly. Everything is drawn from the `random.Random` passed in, so
+runs repeat for a seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from decide.engine.config import ModelConfig
+from decide.engine.tokenizer import TokenizerBundle
+from decide.jobs.evidence import locate
+from decide.jobs.pack import DocumentTooLong, Packer
+from decide.jobs.questions import CompiledQuestion
+from decide.jobs.questionset import QuestionBook
+from decide.jobs.spec import parse_questions
+from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
+from decide.jobs.windows import Window, token_starts
+
+DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
+
+
+@dataclass(frozen=True)
+class LongRow:
+    doc_id: str
+    text: str
+    questions: list[dict[str, Any]]
+    gold: dict[str, Any]
+    evidence: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+def holds(window: Window, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether the window holds at least half of one of the spans."""
+    return any(
+        2 * (min(end, window.end) - max(start, window.start)) >= max(1, end - start)
+        for start, end in spans
+    )
+
+
+class WindowRows:
+    def __init__(
+        self,
+        config: ModelConfig,
+        tokenizer: TokenizerBundle,
+        rows: Sequence[LongRow],
+        evidence_share: float = 0.5,
+        settings: Any = None,
+    ) -> None:
+        self.rows = list(rows)
+        self.evidence_share = evidence_share
+        self.book = QuestionBook(config, tokenizer)
+        packer = Packer.for_model(config, tokenizer, self.book.filler_id)
+        self.packer = packer
+        self.planner = WindowPlanner(packer, settings)
+        self._plans: dict[tuple[int, int], BlockPlan | None] = {}
+        self._whole: dict[int, bool] = {}
+        self._starts: dict[int, np.ndarray] = {}
+
+    def _groups(self, row: LongRow) -> list[list[CompiledQuestion]]:
+        return self.packer.groups(self.book.build(parse_questions(row.questions, "row")).asked)
+
+    def fits(self, index: int) -> bool:
+        """Whether row `index` is read whole by inference (no windows)."""
+        if index not in self._whole:
+            row = self.rows[index]
+            asked = self.book.build(parse_questions(row.questions, "row")).asked
+            try:
+                self.packer.prompt(row.text, asked)
+                self._whole[index] = True
+            except DocumentTooLong:
+                self._whole[index] = False
+        return self._whole[index]
+
+    def plan(self, index: int, block: int) -> BlockPlan | None:
+        """The windows of one block of row `index` (None when its block leaves no room)."""
+        key = (index, block)
+        if key not in self._plans:
+            row = self.rows[index]
+            if index not in self._starts:
+                encode = self.packer.tokenizer.tokenizer.encode
+                self._starts[index] = token_starts(
+                    lambda t: encode(t, add_special_tokens=False).offsets, row.text
+                )
+            groups = self._groups(row)
+            earlier = [q for group in groups[:block] for q in group]
+            kept = {q.id: row.gold[q.id] for q in earlier}
+            absent = {q.id: absent_of(q) == (True, row.gold[q.id]) for q in earlier}
+            try:
+                self._plans[key] = self.planner.plan(
+                    row.text, self._starts[index], groups[block], kept, absent
+                )
+            except NoRoom:
+                self._plans[key] = None
+        return self._plans[key]
+
+    def window_gold(
+        self, row: LongRow, window: Window, questions: Sequence[CompiledQuestion]
+    ) -> dict[str, Any]:
+        """The gold answers one window teaches (questions left out: not in the dict)."""
+        text = row.text[window.start : window.end]
+        out: dict[str, Any] = {}
+        for q in questions:
+            gold = row.gold[q.id]
+            declared, absent = absent_of(q)
+            if q.id in row.evidence and declared:
+                out[q.id] = gold if holds(window, row.evidence[q.id]) else absent
+            elif q.extract:
+                if gold is None or locate(gold, text, q.schema) is not None:
+                    out[q.id] = gold
+            else:
+                out[q.id] = gold
+        return out
+
+    def draw(self, rng: random.Random) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+        """One training row: a window of a block of a random document (see the module
+        docstring), or a whole document that fits."""
+        for _ in range(DRAW_TRIES):
+            index = rng.randrange(len(self.rows))
+            row = self.rows[index]
+            if self.fits(index):
+                return row.text, row.questions, row.gold
+            groups = self._groups(row)
+            block = rng.randrange(len(groups))
+            plan = self.plan(index, block)
+            if plan is None:
+                continue  # this block leaves no room for a window: inference fails the row
+            questions = groups[block]
+            with_evidence = [
+                w
+                for w in plan.windows
+                if any(holds(w, row.evidence.get(q.id, ())) for q in questions)
+            ]
+            if with_evidence and rng.random() < self.evidence_share:
+                window = rng.choice(with_evidence)
+            else:
+                window = rng.choice(plan.windows)
+            gold = self.window_gold(row, window, questions)
+            if gold:
+                by_id = {q["id"]: q for q in row.questions}
+                text = with_earlier(row.text[window.start : window.end], plan.earlier)
+                return text, [by_id[qid] for qid in gold], gold
+        raise ValueError(f"no trainable window in {DRAW_TRIES} draws: the questions of these "
+                         "documents leave no room for a window of them")  # fmt: skip
