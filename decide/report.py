@@ -9,14 +9,19 @@ follows the distinct answers of one question, not the number of rows. The page e
 aggregates and a bounded sample of documents (failures first, then the least confident
 documents, then a seeded random sample), so its size does not grow with the job; the texts of the
 sampled documents are read back from the input files named in the manifest, when they are still
-there. "Answer tokens" are the tokens of the answers' values; the filler positions that pad
-answer slots are counted apart. Importing this module does not import torch or the engine.
+there; of a document read in windows the page also embeds the window each answer was kept from
+(its evidence), so clicking the answer shows where it was read. "Answer tokens" are the tokens
+of the answers' values; the filler positions that pad answer slots are counted apart. Importing
+this module does not import torch or the engine.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -39,6 +44,7 @@ LOWEST = 25  # least confident answers listed in report.json
 FAILURES = 100  # failures listed in report.json
 SAMPLE_FAILURES, SAMPLE_LOW, SAMPLE_RANDOM = 200, 200, 600  # documents embedded in the page
 TEXT_LIMIT = 3000  # characters of each embedded document
+EVIDENCE_LIMIT = 4000  # characters embedded of one evidence window (around its span)
 NULL_DOC_ID = "null_doc_id"  # failure kind of input rows without a doc_id (errors.parquet only)
 SAMPLE_COLUMNS = ["doc_id", "status", "error", "answers_json", "confidence", "nfe"]
 
@@ -175,12 +181,15 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             .bottom_k(SAMPLE_RANDOM, by=["_key", "_row"]).sort(["_key", "_row"])
         )["_row"]  # fmt: skip
     order = pl.concat([failed, low, sample]).cast(pl.UInt32)
-    found = figures.rows_by_index(parts, order, SAMPLE_COLUMNS)
+    columns = SAMPLE_COLUMNS + [c for c in ("evidence",) if c in parts.schema]
+    found = figures.rows_by_index(parts, order, columns)
     chosen = order.to_frame("_row").join(found, on="_row", how="left", maintain_order="left")
     texts = _document_texts(manifest, chosen["doc_id"].to_list())
     rows = []
     for row in chosen.iter_rows(named=True):
         text = texts.get(row["doc_id"])
+        evidence = row.get("evidence") if row["status"] == "ok" else None
+        pieces, marks = _evidence_pieces(text, evidence)
         rows.append({
             "doc_id": row["doc_id"],
             "status": row["status"],
@@ -190,8 +199,57 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             "nfe": row["nfe"],
             "text": None if text is None else text[:TEXT_LIMIT],
             "text_cut": text is not None and len(text) > TEXT_LIMIT,
+            "pieces": pieces,
+            "length": None if text is None else len(text.encode("utf-16-le")) // 2,
+            "evidence": marks,
         })  # fmt: skip
     return rows
+
+
+ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 units each
+
+
+def _utf16(text: str) -> Callable[[int], int]:
+    """Python string offsets of `text` as the page's script counts them (UTF-16 code units):
+    one more per character beyond the basic plane before the offset."""
+    astral = [m.start() for m in ASTRAL.finditer(text)]
+    return lambda index: index + bisect.bisect_left(astral, index)
+
+
+def _evidence_pieces(
+    text: str | None, evidence: dict[str, Any] | None
+) -> tuple[list[list[Any]] | None, dict[str, Any] | None]:
+    """What the page shows of a document read in windows: `pieces`, the head and every
+    evidence window (at most `EVIDENCE_LIMIT` characters of each, around its span), merged and
+    in order, each `[start, text]`; and per answer its evidence, `{"window": [start, end],
+    "span": [start, end] | null, "index": n}`. Offsets in UTF-16 units of the whole document, as
+    the script indexes strings. (None, None) for a document read whole or without its text."""
+    if text is None or not evidence:
+        return None, None
+    ranges = [(0, min(len(text), TEXT_LIMIT))]
+    marks: dict[str, Any] = {}
+    units = _utf16(text)
+    for qid, ev in evidence.items():
+        if ev is None:
+            continue
+        start, end = ev["start"], min(ev["end"], len(text))
+        if end - start > EVIDENCE_LIMIT:
+            centre = ev["span_start"] if ev["span_start"] is not None else start
+            start = max(start, min(centre - EVIDENCE_LIMIT // 2, end - EVIDENCE_LIMIT))
+            end = start + EVIDENCE_LIMIT
+        ranges.append((start, end))
+        span = None
+        if ev["span_start"] is not None:
+            span = [units(ev["span_start"]), units(ev["span_end"])]
+        marks[qid] = {"window": [units(ev["start"]), units(ev["end"])],
+                      "span": span, "index": ev["window"]}  # fmt: skip
+    merged: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [[units(a), text[a:b]] for a, b in merged], marks
 
 
 def _document_texts(manifest: Manifest, ids: list[Any]) -> dict[Any, str]:

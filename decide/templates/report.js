@@ -21,8 +21,11 @@
   function minConf(r) {
     if (!r.confidence) { return -1; }
     var m = 2;
-    for (var k in r.confidence) { if (r.confidence[k] < m) { m = r.confidence[k]; } }
-    return m;
+    for (var k in r.confidence) {  // null: a question a partial row has no answer to
+      var c = r.confidence[k];
+      if (c !== null && c !== undefined && c < m) { m = c; }
+    }
+    return m === 2 ? -1 : m;
   }
   function cell(tr, value, cls) {
     var td = document.createElement("td");
@@ -124,6 +127,54 @@
     });
     pre.appendChild(document.createTextNode(value.slice(at)));
   }
+  // The document as the page holds it: its text (cut at the embed limit), or for a document
+  // read in windows its `pieces` (the head and every evidence window, `[start, text]`) with
+  // "[…]" where text is left out. With `focus` (a question id) that answer's evidence window is
+  // highlighted (`.evidence`), its extract span marked (`mark.evidence-span`) and scrolled to;
+  // without, answers are marked where they occur.
+  function renderText(pre, r, focus) {
+    pre.textContent = "";
+    if (r.text === null) {
+      pre.textContent = "(document text not available: the input files were not readable " +
+        "when this report was built)";
+      return;
+    }
+    var answers = r.status === "ok" ? r.answers : {};
+    if (!r.pieces) {
+      mark(pre, r.text, answers);
+      if (r.text_cut) { pre.appendChild(document.createTextNode("\n[…]")); }
+      return;
+    }
+    var ev = focus === null ? null : r.evidence[focus];
+    var target = null, end = 0;
+    r.pieces.forEach(function (piece) {
+      var start = piece[0], t = piece[1];
+      if (start > end) { pre.appendChild(document.createTextNode("\n[…]\n")); }
+      end = start + t.length;
+      if (!ev) { mark(pre, t, answers); return; }
+      var edges = ev.window.concat(ev.span || []);
+      var cuts = [0, t.length];
+      edges.forEach(function (e) {
+        if (e - start > 0 && e - start < t.length) { cuts.push(e - start); }
+      });
+      cuts.sort(function (x, y) { return x - y; });
+      for (var k = 0; k + 1 < cuts.length; k++) {
+        if (cuts[k] === cuts[k + 1]) { continue; }
+        var at = start + cuts[k], part = t.slice(cuts[k], cuts[k + 1]);
+        var inWindow = at >= ev.window[0] && at < ev.window[1];
+        var inSpan = ev.span !== null && at >= ev.span[0] && at < ev.span[1];
+        if (!inWindow && !inSpan) { pre.appendChild(document.createTextNode(part)); continue; }
+        var node = document.createElement(inSpan ? "mark" : "span");
+        node.className = inSpan ? "evidence-span" : "evidence";
+        node.setAttribute("data-question", focus);
+        node.textContent = part;
+        pre.appendChild(node);
+        if (target === null) { target = node; }
+      }
+    });
+    if (end < r.length) { pre.appendChild(document.createTextNode("\n[…]")); }
+    if (target !== null) { target.scrollIntoView({ block: "center" }); }
+  }
   function show(r, tr) {
     var prev = body.querySelector("tr.selected");
     if (prev) { prev.className = "doc"; }
@@ -135,13 +186,7 @@
     h.textContent = "Document " + text(r.doc_id);
     left.appendChild(h);
     var pre = document.createElement("pre");
-    if (r.text === null) {
-      pre.textContent = "(document text not available: the input files were not readable " +
-        "when this report was built)";
-    } else {
-      mark(pre, r.text, r.status === "ok" ? r.answers : {});
-      if (r.text_cut) { pre.appendChild(document.createTextNode("\n[…]")); }
-    }
+    renderText(pre, r, null);
     left.appendChild(pre);
     var right = document.createElement("div");
     var h2 = document.createElement("h3");
@@ -161,9 +206,22 @@
         var dd = document.createElement("dd");
         var span = document.createElement("span");
         var c = r.confidence[qid];
-        span.textContent = text(r.answers[qid]) + "  (confidence " + c.toFixed(3) + ")";
-        if (c < low) { span.className = "low"; }
+        var shownConf = c === null || c === undefined ? "–" : c.toFixed(3);
+        span.textContent = text(r.answers[qid]) + "  (confidence " + shownConf + ")";
+        if (c !== null && c < low) { span.className = "low"; }
         dd.appendChild(span);
+        var ev = r.evidence ? r.evidence[qid] : null;
+        if (ev) {  // read in windows: a click shows where this answer was read
+          var where = document.createElement("small");
+          where.className = "muted";
+          where.textContent = "  window " + ev.index + ", characters " + ev.window[0] + "–" +
+            ev.window[1];
+          dd.appendChild(where);
+          dd.className = "evidence-link";
+          dd.setAttribute("data-question", qid);
+          dd.title = "show where this answer was read";
+          dd.addEventListener("click", function () { renderText(pre, r, qid); });
+        }
         dl.appendChild(dt);
         dl.appendChild(dd);
       });

@@ -446,3 +446,108 @@ def test_page_in_headless_chromium(job: Path) -> None:
             driver.save_screenshot(str(DOCS / "report-screenshot.png"))
     finally:
         driver.quit()
+
+
+def test_evidence_pieces_merge_windows_and_count_as_the_script_does() -> None:
+    """A windowed document's page data: the head and each evidence window (long ones cut
+    around their span), merged in order, offsets in UTF-16 units (an emoji counts two)."""
+    text = "😀 head. " + "x" * 5000 + " The code is ZX417 here. " + "y" * 9000
+    span = text.index("ZX417")
+    evidence = {
+        "code": {"window": 3, "start": span - 30, "end": span + 60,
+                 "span_start": span, "span_end": span + 5},
+        "kind": {"window": 0, "start": 0, "end": 40, "span_start": None, "span_end": None},
+        "wide": {"window": 4, "start": 6000, "end": 14000, "span_start": None, "span_end": None},
+        "none": None,
+    }  # fmt: skip
+    pieces, marks = report_module._evidence_pieces(text, evidence)
+    # In order, disjoint, each piece the document's own text at its (UTF-16) offset.
+    units = [p[0] for p in pieces]
+    assert units == sorted(units)
+    for start, piece in pieces:
+        char = start - 1 if start else 0  # the emoji before every other piece: one unit more
+        assert text[char : char + len(piece)] == piece
+    assert pieces[0][0] == 0 and pieces[0][1] == text[: report_module.TEXT_LIMIT]
+    assert marks["code"] == {"window": [span - 29, span + 61], "span": [span + 1, span + 6],
+                             "index": 3}  # fmt: skip
+    assert marks["kind"]["span"] is None and "none" not in marks
+    # The 8,000-character window is embedded as 4,000 characters from its start.
+    wide = next(p for p in pieces if p[0] - 1 <= 6000 < p[0] - 1 + len(p[1]))
+    assert wide[0] - 1 + len(wide[1]) == 6000 + report_module.EVIDENCE_LIMIT
+    assert report_module._evidence_pieces(text, None) == (None, None)
+    assert report_module._evidence_pieces(None, evidence) == (None, None)
+
+
+@pytest.fixture(scope="module")
+def windowed_job(tiny_checkpoint, tmp_path_factory) -> tuple[Path, str]:
+    """A job whose second document is too long for the model: read in windows, evidence kept."""
+    where = tmp_path_factory.mktemp("report-windows")
+    filler = " ".join(f"Sentence {i} notes water damage in Denver." for i in range(300))
+    middle = len(filler) // 2
+    long = f"{filler[:middle]} The clause code is ZX417 for this claim. {filler[middle:]}"
+    pl.DataFrame({"doc_id": ["short", "long"], "document": ["A roof claim.", long]}).write_parquet(
+        where / "in.parquet"
+    )
+    questions = [
+        {"id": "kind", "text": "What kind of claim is it?",
+         "schema": {"enum": ["auto", "home", "none"]}, "absent": "none"},
+        {"id": "code", "text": "Which clause code applies?", "extract": True,
+         "schema": {"type": "string", "pattern": "^[Zz][Xx][0-9]{3}$"}},
+    ]  # fmt: skip
+    run_job(
+        parse_spec({"questions": questions}),
+        [where / "in.parquet"],
+        where / "out",
+        model=tiny_checkpoint("bert", vocab="small", init_std=0.2),
+        progress=False,
+    )
+    return where / "out", long
+
+
+def test_sampled_windowed_documents_carry_their_evidence(windowed_job) -> None:
+    out, long = windowed_job
+    rows = {r["doc_id"]: r for r in sample_documents(out, build_report(out))}
+    assert rows["short"]["pieces"] is None and rows["short"]["evidence"] is None
+    row = rows["long"]
+    assert row["status"] == "ok" and set(row["evidence"]) == {"kind", "code"}
+    code = row["evidence"]["code"]
+    assert long[code["span"][0] : code["span"][1]] == "ZX417"  # ASCII: units are characters
+    assert any(s <= code["window"][0] and code["window"][1] <= s + len(t) for s, t in row["pieces"])
+
+
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+def test_clicking_an_answer_highlights_its_evidence_in_chromium(windowed_job) -> None:
+    from selenium.webdriver.common.by import By
+
+    out, long = windowed_job
+    answers = pl.read_parquet(out / "answers" / "*.parquet").filter(pl.col("doc_id") == "long")
+    evidence = answers["evidence"][0]
+    driver = chromium_driver()
+    try:
+        driver.get((out / "report.html").resolve().as_uri())
+        driver.find_element(By.ID, "search").send_keys("long")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
+        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == ["long"]
+        rows[0].click()
+        assert not driver.find_elements(By.CSS_SELECTOR, "#detail pre .evidence")
+        for qid in ("code", "kind"):
+            link = driver.find_element(By.CSS_SELECTOR, f'#detail dd[data-question="{qid}"]')
+            link.click()
+            window = driver.find_elements(By.CSS_SELECTOR, "#detail pre .evidence, "
+                                          "#detail pre mark.evidence-span")  # fmt: skip
+            shown = "".join(e.get_attribute("textContent") for e in window)
+            assert shown == long[evidence[qid]["start"] : evidence[qid]["end"]]
+            assert {e.get_attribute("data-question") for e in window} == {qid}
+            spans = driver.find_elements(By.CSS_SELECTOR, "#detail pre mark.evidence-span")
+            if qid == "code":
+                assert [s.get_attribute("textContent") for s in spans] == ["ZX417"]
+                assert "window" in link.text and "characters" in link.text
+            else:
+                assert spans == []
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert errors == []
+    finally:
+        driver.quit()
