@@ -364,6 +364,11 @@ Examples:
     help="Column with the gold decision object (JSON text).",
 )
 @click.option(
+    "--evidence-column",
+    help="Column with per-question evidence offsets (JSON: id -> [[start, end], ...]): a window "
+    "of a long document without them teaches the question's absent value.",
+)
+@click.option(
     "--work",
     type=click.Path(path_type=Path),
     default=Path("build/bundled"),
@@ -394,6 +399,13 @@ Examples:
     help="Weigh a masked position 1/max(t, masked share of its slots), not 1/t: bounded for "
     "examples with one maskable slot (derived drills).",
 )
+@click.option(
+    "--option-masking/--no-option-masking",
+    default=False,
+    show_default=True,
+    help="Mask the positions of a finite slot (enum, boolean) together, as the sampler decides "
+    "it as one option.",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option(
     "--bf16/--no-bf16",
@@ -422,6 +434,7 @@ def train(
     output: Path | None,
     spec_path: Path | None,
     gold_column: str,
+    evidence_column: str | None,
     work: Path,
     steps: int | None,
     minutes: float | None,
@@ -431,6 +444,7 @@ def train(
     seed: int,
     weighting: str,
     cap_weight: bool,
+    option_masking: bool,
     device: str,
     bf16: bool | None,
     workers: int,
@@ -456,6 +470,7 @@ def train(
             lr=lr,
             weighting=weighting,
             cap_weight=cap_weight,
+            option_masking=option_masking,
             device=device,
             bf16=bf16,
             workers=workers,
@@ -485,6 +500,7 @@ def train(
                 config,
                 spec_path=spec_path,
                 gold_column=gold_column,
+                evidence_column=evidence_column,
                 from_scratch=from_scratch,
                 resume=resume,
                 progress=progress,

@@ -48,8 +48,9 @@ DRILL_WEIGHTS = {
 # of training rows: one window of one block of a ContractNLI NDA (train50's training part), as
 # `decide run` reads long documents (`train.windows`); EVIDENCE_SHARE of those windows hold the
 # gold evidence of one of the block's hypotheses.
-CONTRACTNLI_SHARE = 0.3
+CONTRACTNLI_SHARE = 0.4
 EVIDENCE_SHARE = 0.5
+FOUND_WEIGHT = 3.0  # loss weight of a window's answers that are not the absent value
 RECIPE_STEPS = 3000  # batches of 8: 50-87 min on 2 AVX512-BF16 cores (0.6-1 step/s), ~2.6 h on AVX2
 
 
@@ -143,12 +144,14 @@ def row_sampler(
     return rows
 
 
-def contractnli_windows(model_dir: Path, evidence_share: float = EVIDENCE_SHARE) -> WindowRows:
+def contractnli_windows(
+    model_dir: Path, evidence_share: float = EVIDENCE_SHARE, found_weight: float = FOUND_WEIGHT
+) -> WindowRows:
     """Windows of the ContractNLI NDAs of train50's training part, for the model in
     `model_dir` (its tokenizer and context decide the windows)."""
     _, config, tokenizer = load_config(model_dir)
     rows = contractnli.documents(contractnli.load_split("train50"), "train")
-    return WindowRows(config, tokenizer, rows, evidence_share)
+    return WindowRows(config, tokenizer, rows, evidence_share, found_weight=found_weight)
 
 
 def export(run: Path, target: Path) -> None:

@@ -1,9 +1,12 @@
 """`decide train` on a user's data: a job-format parquet with a gold column.
 
 Rows carry `document`, optionally a per-row `questions` column (as for `decide run`), and the gold
-decision object as JSON text; rows without questions take the spec's. Training draws rows with a
-seeded generator, so runs are deterministic and resumable. `--from-scratch` starts from random
-weights of the given config instead of the checkpoint's weights.
+decision object as JSON text; rows without questions take the spec's. A document too long for the
+model is trained on in windows, as `decide run` reads it (`train.windows`); an optional evidence
+column (JSON text: per question id a list of `[start, end]` character offsets where the document
+states its answer) lets a window without the evidence teach the question's absent value. Training
+draws rows with a seeded generator, so runs are deterministic and resumable. `--from-scratch`
+starts from random weights of the given config instead of the checkpoint's weights.
 """
 
 from __future__ import annotations
@@ -20,16 +23,20 @@ from decide.engine.loader import build_model, load_config
 from decide.jobs.spec import SpecError, load_spec
 
 from .loop import TrainConfig, save_checkpoint, train
+from .windows import LongRow, WindowRows
 
 
 def read_rows(
-    path: Path, gold_column: str, spec_questions: list[dict[str, Any]] | None
-) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    path: Path,
+    gold_column: str,
+    spec_questions: list[dict[str, Any]] | None,
+    evidence_column: str | None = None,
+) -> list[LongRow]:
     try:
         frame = pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise SpecError(f"{path}: not a readable parquet file ({exc})") from exc
-    for column in ("document", gold_column):
+    for column in ("document", gold_column, *([evidence_column] if evidence_column else [])):
         if column not in frame.columns:
             raise SpecError(f"{path}: no {column!r} column (columns: {', '.join(frame.columns)})")
     rows = []
@@ -37,16 +44,33 @@ def read_rows(
         questions = row.get("questions") or spec_questions
         if not questions:
             raise SpecError(f"{path} row {index}: no questions (no questions column, no --spec)")
-        try:
-            gold = json.loads(row[gold_column])
-        except (TypeError, json.JSONDecodeError) as exc:
-            raise SpecError(f"{path} row {index}: {gold_column} is not JSON text ({exc})") from exc
-        if not isinstance(gold, dict):
-            raise SpecError(f"{path} row {index}: {gold_column} must be a JSON object")
-        rows.append((row["document"] or "", list(questions), gold))
+        gold = _json_object(path, index, gold_column, row[gold_column])
+        evidence: dict[str, list[tuple[int, int]]] = {}
+        if evidence_column is not None and row[evidence_column] is not None:
+            spans = _json_object(path, index, evidence_column, row[evidence_column])
+            for qid, value in spans.items():
+                if not isinstance(value, list) or not all(
+                    isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
+                    for v in value
+                ):
+                    raise SpecError(f"{path} row {index}: {evidence_column}/{qid} must be a list "
+                                    "of [start, end] character offsets")  # fmt: skip
+                evidence[qid] = [(a, b) for a, b in value]
+        doc_id = row.get("doc_id", index)
+        rows.append(LongRow(str(doc_id), row["document"] or "", list(questions), gold, evidence))
     if not rows:
         raise SpecError(f"{path}: no rows")
     return rows
+
+
+def _json_object(path: Path, index: int, column: str, text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{path} row {index}: {column} is not JSON text ({exc})") from exc
+    if not isinstance(value, dict):
+        raise SpecError(f"{path} row {index}: {column} must be a JSON object")
+    return value
 
 
 def random_init(config_dir: Path, out: Path, seed: int) -> Path:
@@ -75,6 +99,7 @@ def train_from_parquet(
     *,
     spec_path: Path | None = None,
     gold_column: str = "gold",
+    evidence_column: str | None = None,
     from_scratch: bool = False,
     resume: bool = False,
     progress: bool | None = None,
@@ -82,13 +107,13 @@ def train_from_parquet(
     spec_questions = None
     if spec_path is not None:
         spec_questions = [q.as_dict() for q in load_spec(spec_path).questions]
-    rows = read_rows(data, gold_column, spec_questions)
+    rows = read_rows(data, gold_column, spec_questions, evidence_column)
     out.mkdir(parents=True, exist_ok=True)
     if from_scratch and not resume:
         init = random_init(init, out / "scratch", config.seed)
-    summary = train(
-        init, lambda rng: rng.choice(rows), out, config, resume=resume, progress=progress
-    )
+    _, model_config, tokenizer = load_config(init)
+    windows = WindowRows(model_config, tokenizer, rows)
+    summary = train(init, windows.draw, out, config, resume=resume, progress=progress)
     shutil.rmtree(out / "scratch", ignore_errors=True)
     return summary
 

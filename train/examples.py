@@ -15,7 +15,7 @@ lower-cased when that makes it spellable (`Example.lowered` counts it), else the
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,10 @@ class Example:
     slots: list[int]  # positions of the trained block's slot tokens (what may be masked)
     is_value: list[bool]  # per slot position: a value token (True) or filler (False)
     question: list[int] = field(default_factory=list)  # per slot position: its question's index
+    # per slot position: whether its question's slot is finite (decided as a whole option)
+    finite: list[bool] = field(default_factory=list)
+    # per slot position: its question's loss weight (`build`'s `weights`; 1.0 when not given)
+    scale: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -97,11 +101,13 @@ class ExampleBuilder:
         gold: dict[str, Any],
         rng: random.Random,
         given: Collection[str] = (),
+        weights: Mapping[str, float] | None = None,
     ) -> Example | None:
         """One example for a row (a random block when there are several), or None if skipped.
         The answers of the questions in `given` stay in their slots, never masked: what the
         trained answers see when they are decided after those (a derived answer after its
-        inputs)."""
+        inputs). `weights` scales the loss of some questions' positions (a window's answers that
+        are not its question's absent value, `train.windows`)."""
         self.stats.rows += 1
         try:
             compiled = self.book.build(parse_questions(list(questions), "row")).questions
@@ -120,6 +126,8 @@ class ExampleBuilder:
         slots: list[int] = []
         is_value: list[bool] = []
         question: list[int] = []
+        finite: list[bool] = []
+        scale: list[float] = []
         for b in range(block_index + 1):
             block, group = doc.request.blocks[b], doc.groups[b]
             start = len(ids)
@@ -134,7 +142,10 @@ class ExampleBuilder:
                     slots.extend(range(start + slot.start, start + slot.end))
                     is_value.extend(t != self.book.filler_id for t in tokens)
                     question.extend([k] * len(tokens))
+                    finite.extend([compiled_question.slot.finite] * len(tokens))
+                    weight = (weights or {}).get(compiled_question.id, 1.0)
+                    scale.extend([weight] * len(tokens))
         if not slots:
             self.stats.skip("every answer given")
             return None
-        return Example(ids=ids, slots=slots, is_value=is_value, question=question)
+        return Example(ids, slots, is_value, question, finite, scale)

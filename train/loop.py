@@ -8,6 +8,10 @@ would otherwise drown the one-token answers (booleans, enums) the notes found sl
 With `weighting="questions"` the average is taken per question instead (each question's masked
 positions weighted 1/t and divided by its slot length, then averaged over the block's questions),
 so a one-token boolean weighs as much as a 24-token name.
+With `option_masking` the positions of a finite slot (an enum, a boolean: what the sampler decides
+as one whole option, `decide.engine.scoring.score_options`) are masked all together or not at
+all, as inference meets them: masked one by one, the slot's other tokens or the filler after a
+shorter option give the answer away, and the document is rarely what decides it.
 With `cap_weight` a masked position weighs 1/max(t, m) instead of 1/t, where m is the share of the
 slot positions actually masked: the same for whole blocks (m is about t), but an example with one
 maskable slot (a derived drill, `synthetic.derived_drill`) has that slot masked whatever t is
@@ -62,6 +66,7 @@ class TrainConfig:
     # weigh a masked position 1/max(t, masked share of the example's slots) instead of 1/t
     # (see above); not used by any shipped stage yet
     cap_weight: bool = False
+    option_masking: bool = False  # mask a finite slot's positions together (see above)
     dropout: float = 0.1  # hidden dropout while training, for models that have it (BERT)
     seed: int = 0
     bf16: bool | None = None  # bf16 autocast; None: where it is fast (see `bf16_is_fast`)
@@ -103,8 +108,9 @@ def position_weights(
     cap: bool = False,
 ) -> list[float]:
     """Loss weights of the masked slot positions `picked` (indices into `example.slots`) for a
-    mask rate t: 1/t per position (filler positions `filler_weight` of that), averaged over the
-    block's slot positions ("positions") or per question, then over questions ("questions").
+    mask rate t: 1/t per position (filler positions `filler_weight` of that, each times its
+    question's `Example.scale`), averaged over the block's slot positions ("positions") or per
+    question, then over questions ("questions").
     With `cap`, 1/max(t, share of the slot positions picked) instead of 1/t."""
     if weighting not in ("positions", "questions"):
         raise ValueError(f"weighting must be 'positions' or 'questions', got {weighting!r}")
@@ -117,11 +123,39 @@ def position_weights(
     out = []
     for k in picked:
         w = 1.0 if example.is_value[k] else filler_weight
+        if example.scale:
+            w *= example.scale[k]
         if weighting == "questions":
             out.append(w / (t * sizes[example.question[k]] * len(sizes)))
         else:
             out.append(w / (t * len(example.slots)))
     return out
+
+
+def masked_positions(
+    example: Example, t: float, gen: torch.Generator, option_masking: bool = False
+) -> list[int]:
+    """The slot positions (indices into `example.slots`) masked at rate t: each with
+    probability t, at least one; with `option_masking` a finite slot's positions all together
+    (they share the draw of the slot's first position)."""
+    e = example
+    draws = torch.rand(len(e.slots), generator=gen)
+    whole = option_masking and any(e.finite)
+    if whole:
+        first: dict[int, int] = {}
+        for k, q in enumerate(e.question):
+            first.setdefault(q, k)
+        lead = [
+            first[q] if f else k for k, (q, f) in enumerate(zip(e.question, e.finite, strict=True))
+        ]
+        draws = draws[torch.tensor(lead)]
+    picked = draws < t
+    if not picked.any():
+        k = int(torch.randint(len(e.slots), (), generator=gen))
+        picked[k] = True
+        if whole and e.finite[k]:
+            picked |= torch.tensor([q == e.question[k] for q in e.question])
+    return torch.nonzero(picked).flatten().tolist()
 
 
 def batch_loss(
@@ -133,6 +167,7 @@ def batch_loss(
     filler_weight: float,
     weighting: str = "positions",
     cap_weight: bool = False,
+    option_masking: bool = False,
 ) -> torch.Tensor:
     """MDLM loss of one batch (masks drawn from `gen`, on the CPU, so runs repeat anywhere)."""
     length = max(len(e.ids) for e in examples)
@@ -142,10 +177,7 @@ def batch_loss(
     for i, e in enumerate(examples):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         t = 1.0 - torch.rand((), generator=gen).item()  # (0, 1]
-        picked = torch.rand(len(e.slots), generator=gen) < t
-        if not picked.any():
-            picked[torch.randint(len(e.slots), (), generator=gen)] = True
-        picked_positions = torch.nonzero(picked).flatten().tolist()
+        picked_positions = masked_positions(e, t, gen, option_masking)
         for k, w in zip(
             picked_positions,
             position_weights(e, picked_positions, t, filler_weight, weighting, cap_weight),
@@ -165,7 +197,7 @@ def batch_loss(
 
 
 # A row: (document, questions, gold answers), optionally with the ids of the questions whose
-# answers are given (stay unmasked) as a fourth element.
+# answers are given (stay unmasked) as a fourth element and per-question loss weights as a fifth.
 Rows = Callable[[random.Random], tuple[Any, ...]]
 
 
@@ -358,6 +390,7 @@ def train(
                     config.filler_weight,
                     config.weighting,
                     config.cap_weight,
+                    config.option_masking,
                 )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

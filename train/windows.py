@@ -18,8 +18,9 @@ A window's gold answer to a question:
 
 A document that fits the model whole is returned as it is. `evidence_share` of the draws pick,
 among a block's windows, one that holds evidence for one of its questions (when there is one);
-the others pick a window uniformly. Everything is drawn from the `random.Random` passed in, so
-runs repeat for a seed.
+the others pick a window uniformly. Most window answers are the absent value, so a window's
+answers that are not weigh `found_weight` times as much in the loss (the row's fifth element).
+Everything is drawn from the `random.Random` passed in, so runs repeat for a seed.
 """
 
 from __future__ import annotations
@@ -69,9 +70,11 @@ class WindowRows:
         rows: Sequence[LongRow],
         evidence_share: float = 0.5,
         settings: Any = None,
+        found_weight: float = 1.0,
     ) -> None:
         self.rows = list(rows)
         self.evidence_share = evidence_share
+        self.found_weight = found_weight
         self.book = QuestionBook(config, tokenizer)
         packer = Packer.for_model(config, tokenizer, self.book.filler_id)
         self.packer = packer
@@ -135,14 +138,14 @@ class WindowRows:
                 out[q.id] = gold
         return out
 
-    def draw(self, rng: random.Random) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
-        """One training row: a window of a block of a random document (see the module
-        docstring), or a whole document that fits."""
+    def draw(self, rng: random.Random) -> tuple[Any, ...]:
+        """One training row `(text, questions, gold, given, weights)`: a window of a block of a
+        random document (see the module docstring), or a whole document that fits."""
         for _ in range(DRAW_TRIES):
             index = rng.randrange(len(self.rows))
             row = self.rows[index]
             if self.fits(index):
-                return row.text, row.questions, row.gold
+                return row.text, row.questions, row.gold, (), {}
             groups = self._groups(row)
             block = rng.randrange(len(groups))
             plan = self.plan(index, block)
@@ -162,6 +165,8 @@ class WindowRows:
             if gold:
                 by_id = {q["id"]: q for q in row.questions}
                 text = with_earlier(row.text[window.start : window.end], plan.earlier)
-                return text, [by_id[qid] for qid in gold], gold
+                found = {q.id: self.found_weight for q in questions if self.found_weight != 1.0
+                         and q.id in gold and absent_of(q) != (True, gold[q.id])}  # fmt: skip
+                return text, [by_id[qid] for qid in gold], gold, (), found
         raise ValueError(f"no trainable window in {DRAW_TRIES} draws: the questions of these "
                          "documents leave no room for a window of them")  # fmt: skip

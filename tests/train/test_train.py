@@ -23,6 +23,7 @@ from decide.train.loop import (
     batch_loss,
     bf16_is_fast,
     draw_batch,
+    masked_positions,
     position_weights,
     train,
 )
@@ -93,6 +94,35 @@ def test_loss_masks_answer_slots_only(base) -> None:
     for row, example in enumerate(examples):
         positions = set(torch.nonzero(masked[row]).flatten().tolist())
         assert positions and positions <= set(example.slots)  # never a prompt or skeleton token
+
+
+def test_option_masking_masks_a_finite_slot_whole(base) -> None:
+    """With option masking a finite slot (enum, boolean) is masked all or nothing, as the sampler
+    decides it as one option; other slots are masked position by position, and the same draws
+    give the same mask."""
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    rng = random.Random(2)
+    examples = [builder.build(*_rows(rng), rng) for _ in range(6)]
+    partial_free = split = 0
+    for e in examples:
+        assert e is not None and any(e.finite) and not all(e.finite)
+        for seed in range(20):
+            t = (seed + 1) / 21
+            picked = set(masked_positions(e, t, torch.Generator().manual_seed(seed), True))
+            again = masked_positions(e, t, torch.Generator().manual_seed(seed), True)
+            assert picked == set(again) and picked
+            for q in set(e.question):
+                mine = {k for k, qq in enumerate(e.question) if qq == q}
+                inside = mine & picked
+                if e.finite[min(mine)]:
+                    assert inside in (set(), mine)
+                    partial_free += 1
+                else:
+                    split += 0 < len(inside) < len(mine)
+            plain = set(masked_positions(e, t, torch.Generator().manual_seed(seed), False))
+            assert plain and plain <= set(range(len(e.slots)))
+    assert partial_free and split  # both kinds of slot were exercised
 
 
 def test_given_answers_stay_in_their_slots_and_are_never_masked(base) -> None:

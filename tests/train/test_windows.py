@@ -4,16 +4,21 @@ label only where it holds the evidence, and the ContractNLI splits are what they
 
 from __future__ import annotations
 
+import json
 import random
 
+import polars as pl
 import pytest
+from click.testing import CliRunner
 from helpers.jobdata import long_text
 
 from decide.api import Decider
+from decide.cli import main
 from decide.engine.loader import load_config
 from decide.jobs.window_plan import WindowPlanner, with_earlier
 from decide.jobs.windows import Window
 from decide.train import contractnli
+from decide.train.data import read_rows
 from decide.train.examples import ExampleBuilder
 from decide.train.windows import LongRow, WindowRows, holds
 
@@ -53,7 +58,8 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch) -> None:
     rng = random.Random(0)
     drawn = set()
     for _ in range(60):
-        window_text, questions, gold = rows.draw(rng)
+        window_text, questions, gold, given, weights = rows.draw(rng)
+        assert given == () and weights == {}  # found_weight 1: no question weighs more
         ids = tuple(q["id"] for q in questions)
         assert (window_text, ids) in seen
         assert set(gold) == set(ids) and all(gold[q] == decision.answers[q] for q in ids)
@@ -101,3 +107,47 @@ def test_contractnli_parts_are_disjoint_and_evidence_lies_in_the_text() -> None:
             assert bool(spans) == (row.gold[qid] != "not_mentioned")
     dev = contractnli.documents(contractnli.load_split("dev"))
     assert len(dev) == 61 and not {d.doc_id for d in dev} & {d.doc_id for d in train}
+
+
+def test_decide_train_reads_long_documents_in_windows_with_evidence(bert, tmp_path) -> None:
+    """`decide train` on a parquet with long documents and an evidence column trains on
+    windows (a window with the evidence teaches the label, others the absent value), and a
+    malformed evidence cell is refused naming its row and question."""
+    text = long_text(200)
+    span = [text.index("Sentence 120"), text.index("Sentence 121")]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"questions": QUESTIONS[:3]}))
+    gold = json.dumps({"h0": "yes", "h1": "nm", "h2": "no"})
+    frame = pl.DataFrame({"doc_id": ["a", "b"], "document": [text, "A short one."],
+                          "gold": [gold, gold],
+                          "evidence": [json.dumps({"h0": [span], "h1": []}), None]})  # fmt: skip
+    frame.write_parquet(tmp_path / "long.parquet")
+    _, config, tokenizer = load_config(bert)
+    rows = read_rows(tmp_path / "long.parquet", "gold", QUESTIONS[:3], "evidence")
+    assert rows[0].evidence == {"h0": [tuple(span)], "h1": []} and rows[1].evidence == {}
+    windows = WindowRows(config, tokenizer, rows, evidence_share=1.0, found_weight=3.0)
+    assert not windows.fits(0) and windows.fits(1)
+    seen = {}
+    rng = random.Random(4)
+    for _ in range(30):
+        window_text, _, window_gold, _, weights = windows.draw(rng)
+        if window_text == "A short one.":
+            assert window_gold == json.loads(gold) and weights == {}
+            continue
+        holds_it = "Sentence 120 says" in window_text
+        seen[holds_it] = True
+        assert window_gold["h0"] == ("yes" if holds_it else "nm") and window_gold["h1"] == "nm"
+        assert window_gold["h2"] == "no" and weights == ({"h0": 3.0, "h2": 3.0} if holds_it
+                                                         else {"h2": 3.0})  # fmt: skip
+    assert seen.get(True)
+    args = ["train", str(tmp_path / "long.parquet"), "--init", str(bert), "--spec", str(spec),
+            "--evidence-column", "evidence", "--steps", "2", "--batch-size", "2",
+            "--no-progress", "--option-masking"]  # fmt: skip
+    result = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "train_config.json").read_text())["option_masking"]
+    frame.with_columns(pl.Series("evidence", ['{"h0": [[1]]}', None])).write_parquet(
+        tmp_path / "long.parquet"
+    )
+    bad = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "row 0: evidence/h0" in bad.output
