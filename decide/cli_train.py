@@ -1,0 +1,196 @@
+"""`decide train`: masked-diffusion fine-tuning on decision blocks, or a shipped model's recipe.
+
+Contract. With DATA (a job-format parquet with a gold column, `decide.train.data`), fine-tunes
+`--init` into `-o`; with `--recipe bundled`, runs the bundled model's recipe
+(`decide.train.bundled`) and exports it (into the package unless `-o` says elsewhere). Every
+option becomes one `TrainConfig`; usage errors exit 2 with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from decide.engine.errors import ModelLoadError
+
+from .cli import _fail
+
+TRAIN_EXAMPLES = """
+\b
+Examples:
+  # fine-tune a checkpoint on your own decisions (job-format parquet + a gold column)
+  decide train labelled.parquet --init ./models/base -o ./models/mine --spec job.yaml --minutes 60
+  # rebuild the bundled model from its starting weights (pip install -e ".[train]")
+  decide train --recipe bundled
+"""
+
+
+@click.command(epilog=TRAIN_EXAMPLES)
+@click.argument("data", required=False, type=click.Path(path_type=Path))
+@click.option("--recipe", type=click.Choice(["bundled"]), help="Rebuild a shipped model.")
+@click.option("--init", "init", type=click.Path(path_type=Path), help="Starting checkpoint.")
+@click.option("--from-scratch", is_flag=True, help="Random weights from INIT's config.json.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where the model goes.")
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(path_type=Path),
+    help="Job spec whose questions apply to rows without a questions column.",
+)
+@click.option(
+    "--gold-column",
+    default="gold",
+    show_default=True,
+    help="Column with the gold decision object (JSON text).",
+)
+@click.option(
+    "--evidence-column",
+    help="Column with per-question evidence offsets (JSON: id -> [[start, end], ...]): a window "
+    "of a long document without them teaches the question's absent value.",
+)
+@click.option(
+    "--work",
+    type=click.Path(path_type=Path),
+    default=Path("build/bundled"),
+    show_default=True,
+    help="Recipe working directory.",
+)
+@click.option("--steps", type=int, help="Optimizer steps.")
+@click.option("--minutes", type=float, help="Wall-clock budget for the optimizer steps.")
+@click.option(
+    "--stop-at",
+    type=click.IntRange(min=1),
+    help="End after this step, keeping the LR schedule of --steps (repeats a --minutes cut).",
+)
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--weighting",
+    type=click.Choice(["positions", "questions"]),
+    default="positions",
+    show_default=True,
+    help="Average the loss over slot positions, or per question (short answers weigh more).",
+)
+@click.option(
+    "--cap-weight/--no-cap-weight",
+    default=False,
+    show_default=True,
+    help="Weigh a masked position 1/max(t, masked share of its slots), not 1/t: bounded for "
+    "examples with one maskable slot (derived drills).",
+)
+@click.option(
+    "--option-masking/--no-option-masking",
+    default=False,
+    show_default=True,
+    help="Mask the positions of a finite slot (enum, boolean) together, as the sampler decides "
+    "it as one option.",
+)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option(
+    "--bf16/--no-bf16",
+    default=None,
+    help="bf16 autocast. Default: where it is fast (GPUs, CPUs with AVX512-BF16 or AMX); "
+    "an AVX2-only CPU trains several times slower with it.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Processes building batches ahead of the optimizer (same batches as 0; use on GPUs).",
+)
+@click.option(
+    "--save-every", type=click.IntRange(min=1), default=200, show_default=True,
+    help="Steps between checkpoints (the run can resume from the last one).",
+)  # fmt: skip
+@click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
+@click.option("--progress/--no-progress", default=None)
+def train(
+    data: Path | None,
+    recipe: str | None,
+    init: Path | None,
+    from_scratch: bool,
+    output: Path | None,
+    spec_path: Path | None,
+    gold_column: str,
+    evidence_column: str | None,
+    work: Path,
+    steps: int | None,
+    minutes: float | None,
+    stop_at: int | None,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    weighting: str,
+    cap_weight: bool,
+    option_masking: bool,
+    device: str,
+    bf16: bool | None,
+    workers: int,
+    save_every: int,
+    resume: bool,
+    progress: bool | None,
+) -> None:
+    """Masked-diffusion fine-tuning on decision blocks, packed exactly as inference packs them."""
+    from decide.jobs.spec import SpecError
+    from decide.train.loop import TrainConfig
+
+    try:
+        if recipe == "bundled":
+            from decide.train.bundled import RECIPE_STEPS as default_steps
+        else:
+            default_steps = TrainConfig.steps
+        config = TrainConfig(
+            steps=steps or default_steps,
+            minutes=minutes,
+            stop_at=stop_at,
+            seed=seed,
+            batch_size=batch_size,
+            lr=lr,
+            weighting=weighting,
+            cap_weight=cap_weight,
+            option_masking=option_masking,
+            device=device,
+            bf16=bf16,
+            workers=workers,
+            save_every=save_every,
+        )
+        if recipe == "bundled":
+            from decide.train.bundled import PACKAGE_MODEL, build
+
+            summary = build(
+                work,
+                config,
+                target=output or PACKAGE_MODEL,
+                resume=resume,
+                progress=progress,
+                init=init,
+            )
+            click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
+        else:
+            from decide.train.data import train_from_parquet
+
+            if data is None or init is None or output is None:
+                raise SpecError("decide train needs DATA, --init and -o (or --recipe bundled)")
+            summary = train_from_parquet(
+                data,
+                init,
+                output,
+                config,
+                spec_path=spec_path,
+                gold_column=gold_column,
+                evidence_column=evidence_column,
+                from_scratch=from_scratch,
+                resume=resume,
+                progress=progress,
+            )
+            click.echo(f"model written to {output}")
+    except (SpecError, ModelLoadError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(
+        f"{summary['steps']} steps, {summary['examples']} examples, {summary['seconds']:.0f}s, "
+        f"final loss {summary['final_loss']}"
+    )
