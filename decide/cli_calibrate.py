@@ -19,6 +19,13 @@ from pathlib import Path
 import click
 
 MESSAGES = 50  # skipped-row messages printed; the rest are counted
+# The gold parquet's column of decision objects, as `decide train` and `decide calibrate` read it.
+gold_column_option = click.option(
+    "--gold-column",
+    default="gold",
+    show_default=True,
+    help="Column with the gold decision object (JSON text).",
+)
 
 
 @click.command()
@@ -32,12 +39,7 @@ MESSAGES = 50  # skipped-row messages printed; the rest are counted
     show_default=True,
     help="Where the calibration file goes.",
 )
-@click.option(
-    "--gold-column",
-    default="gold",
-    show_default=True,
-    help="Column with the gold decision object (JSON text).",
-)
+@gold_column_option
 @click.option(
     "--min-labels",
     type=click.IntRange(min=1),

@@ -15,6 +15,7 @@ import click
 from decide.engine.errors import ModelLoadError
 
 from .cli import _fail
+from .cli_calibrate import gold_column_option
 
 TRAIN_EXAMPLES = """
 \b
@@ -38,12 +39,7 @@ Examples:
     type=click.Path(path_type=Path),
     help="Job spec whose questions apply to rows without a questions column.",
 )
-@click.option(
-    "--gold-column",
-    default="gold",
-    show_default=True,
-    help="Column with the gold decision object (JSON text).",
-)
+@gold_column_option
 @click.option(
     "--evidence-column",
     help="Column with per-question evidence offsets (JSON: id -> [[start, end], ...]): a window "
