@@ -10,6 +10,7 @@ import logging
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -319,6 +320,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     except QuestionsRefused as exc:
         _fail(spec_refusal(exc))
         return
+    _echo_long_documents(spec, config, tokenizer, book, qset.asked)
     for d in qset.plan.order:
         click.echo(
             f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
@@ -333,6 +335,39 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)
         )
+
+
+def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, asked: list) -> None:
+    """What happens to a document too long for the model with this spec."""
+    from decide.jobs.pack import Packer
+    from decide.jobs.window_plan import NoRoom, WindowPlanner
+
+    if not asked:
+        return
+    packer = Packer.for_model(config, tokenizer, book.filler_id, instruction=spec.instruction,
+                              long_documents=spec.long_documents)  # fmt: skip
+    planner = WindowPlanner(packer, spec.windows)
+    whole = packer.max_length - len(planner.prompt("", asked, {})) - packer.answer_length(asked)
+    if whole > 0:
+        click.echo(f"documents of up to {whole} tokens are read whole")
+    else:
+        click.echo("no document fits with all the questions at once")
+    if spec.long_documents == "truncate":
+        click.echo("longer documents keep their head and tail (long_documents: truncate)")
+        return
+    if spec.long_documents == "error":
+        click.echo("longer documents are error rows (long_documents: error)")
+        return
+    for k, group in enumerate(packer.groups(asked), start=1):
+        try:
+            _, _, budget = planner.room(group, label=f"block {k}")
+        except NoRoom as exc:
+            click.echo(f"longer documents cannot be read: {exc}")
+            return
+        top = "" if spec.windows.top_k is None else f", the {spec.windows.top_k} BM25 ranks first"
+        click.echo(f"longer documents, block {k} ({group[0].id} .. {group[-1].id}): windows of up "
+                   f"to {budget} document tokens{top} (later blocks' prompts also hold earlier "
+                   "answers)")  # fmt: skip
 
 
 @main.command()

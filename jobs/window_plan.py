@@ -111,6 +111,19 @@ class WindowPlanner:
         label: str = "this block",
     ) -> BlockPlan:
         """The plan of one block (see the module docstring); raises `NoRoom`."""
+        earlier, fixed, budget = self.room(questions, kept, absent, label)
+        windows = segment(text, starts, budget, min(self.settings.overlap, budget // 4))
+        return BlockPlan(earlier, fixed, windows)
+
+    def room(
+        self,
+        questions: Sequence[CompiledQuestion],
+        kept: Mapping[str, Any] | None = None,
+        absent: Mapping[str, bool] | None = None,
+        label: str = "this block",
+    ) -> tuple[dict[str, Any], int, int]:
+        """(earlier answers held, tokens that are not document, document tokens per window) of
+        one block; raises `NoRoom`."""
         earlier, fixed = self.earlier(questions, kept or {}, absent or {})
         budget = self.packer.max_length - fixed - MARGIN
         if budget < MIN_WINDOW:
@@ -120,8 +133,7 @@ class WindowPlanner:
             )
         if self.settings.tokens is not None:
             budget = min(budget, self.settings.tokens)
-        windows = segment(text, starts, budget, min(self.settings.overlap, budget // 4))
-        return BlockPlan(earlier, fixed, windows)
+        return earlier, fixed, budget
 
     def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
         """Whether every block of `questions`, asked alone, leaves room for a window of at

@@ -55,3 +55,29 @@ def test_validate_refuses_rules_over_an_extract_question(tiny_checkpoint, tmp_pa
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "spec.json"), "--model", model])
     assert result.exit_code == 2
     assert "rules refused: /properties/town: extract: rules cannot constrain" in result.output
+
+
+def test_validate_says_how_long_documents_are_read(tiny_checkpoint, tmp_path) -> None:
+    """17 questions on a 512-position model: no document fits with all of them, so each block
+    is read in windows whose size validate states (smaller for a block with more questions);
+    with `long_documents: error` or `truncate` it says that instead."""
+    model = str(tiny_checkpoint("bert", vocab="small", init_std=0.2))
+    questions = [{"id": f"h{i}", "text": f"Does clause {i} hold, in the contract's own words?",
+                  "schema": {"enum": ["yes", "no", "nm"]}, "absent": "nm"} for i in range(17)]  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"questions": questions}))
+    ok = CliRunner().invoke(main, ["validate", str(path), "--model", model])
+    assert ok.exit_code == 0, ok.output
+    assert "no document fits with all the questions at once" in ok.output
+    blocks = [line for line in ok.output.splitlines() if line.startswith("longer documents, block")]
+    assert [b.split("(")[1].split(")")[0] for b in blocks] == [
+        "h0 .. h5",
+        "h6 .. h11",
+        "h12 .. h16",
+    ]
+    sizes = [int(b.split("windows of up to ")[1].split()[0]) for b in blocks]
+    assert sizes[2] > sizes[0] > 32  # five questions leave more room than six
+    for policy, said in (("error", "are error rows"), ("truncate", "keep their head and tail")):
+        path.write_text(json.dumps({"questions": questions[:3], "long_documents": policy}))
+        out = CliRunner().invoke(main, ["validate", str(path), "--model", model]).output
+        assert "tokens are read whole" in out and said in out and "block 1" not in out
