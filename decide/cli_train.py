@@ -101,6 +101,13 @@ Examples:
     "--save-every", type=click.IntRange(min=1), default=200, show_default=True,
     help="Steps between checkpoints (the run can resume from the last one).",
 )  # fmt: skip
+@click.option(
+    "--windows-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="--recipe bundled: share of the rows that are ContractNLI windows (default: the "
+    "recipe's).",
+)
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
 def train(
@@ -126,6 +133,7 @@ def train(
     bf16: bool | None,
     workers: int,
     save_every: int,
+    windows_share: float | None,
     resume: bool,
     progress: bool | None,
 ) -> None:
@@ -154,7 +162,10 @@ def train(
             save_every=save_every,
         )
         if recipe == "bundled":
-            from decide.train.bundled import PACKAGE_MODEL, build
+            from decide.train.bundled import CONTRACTNLI_SHARE, PACKAGE_MODEL, build
+
+            if windows_share is None:
+                windows_share = CONTRACTNLI_SHARE
 
             summary = build(
                 work,
@@ -163,6 +174,7 @@ def train(
                 resume=resume,
                 progress=progress,
                 init=init,
+                windows_share=windows_share,
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:

@@ -188,16 +188,20 @@ def build(
     resume: bool = False,
     progress: bool | None = None,
     init: Path | None = None,
+    windows_share: float = CONTRACTNLI_SHARE,
 ) -> dict[str, Any]:
     """The whole recipe; returns the training summary. `init` continues from a checkpoint of
-    the recipe (a later stage) instead of starting from MiniLM."""
+    the recipe (a later stage) instead of starting from MiniLM; `windows_share` of the rows are
+    ContractNLI windows (0: none, and the draws of the recipe before them)."""
     work.mkdir(parents=True, exist_ok=True)
     if init is None:
         init = work / "init"
         if not (init / "model.safetensors").is_file():
             build_init(work)
     rows = row_sampler(
-        Tokenizer.from_file(str(init / "tokenizer.json")), windows=contractnli_windows(init)
+        Tokenizer.from_file(str(init / "tokenizer.json")),
+        windows=contractnli_windows(init) if windows_share > 0 else None,
+        windows_share=windows_share,
     )
     summary = train(init, rows, work / "run", config, resume=resume, progress=progress)
     if target is not None:

@@ -13,10 +13,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 
 from decide.cli import main
 from decide.engine import load_model
-from decide.train.bundled import row_sampler
+from decide.train.bundled import PACKAGE_MODEL, contractnli_windows, row_sampler
+from decide.train.contractnli import LABELS
 from decide.train.examples import ExampleBuilder
 from decide.train.loop import (
     TrainConfig,
@@ -169,6 +171,24 @@ def test_the_recipe_draws_drills_with_given_answers(base) -> None:
         ids = [q["id"] for q in questions]
         left_out = set(full.question) - set(drill.question)
         assert left_out == {ids.index("amount"), ids.index("policy_limit")}
+
+
+def test_the_recipe_mixes_contractnli_windows_at_its_share() -> None:
+    """With windows, `windows_share` of the recipe's rows are ContractNLI windows (17-hypothesis
+    blocks of at most six, weighted found answers), planned for the bundled model's 512
+    positions; without, the recipe draws what it drew before windows existed."""
+    tokenizer = Tokenizer.from_file(str(PACKAGE_MODEL / "tokenizer.json"))
+    windows = contractnli_windows(PACKAGE_MODEL)
+    mixed = row_sampler(tokenizer, windows=windows, windows_share=0.5)
+    plain = row_sampler(tokenizer)
+    before = row_sampler(tokenizer, windows=None, windows_share=0.9)
+    rng = random.Random(7)
+    drawn = [mixed(rng) for _ in range(60)]
+    nli = [r for r in drawn if r[1] and r[1][0]["schema"] == {"enum": list(LABELS.values())}]
+    assert 15 <= len(nli) <= 45
+    assert all(len(r[1]) <= 6 and len(r) == 5 for r in nli)
+    a, b = random.Random(3), random.Random(3)
+    assert [plain(a)[:3] for _ in range(10)] == [before(b)[:3] for _ in range(10)]
 
 
 def test_same_seed_same_weights_and_resume_matches(base, tmp_path) -> None:
