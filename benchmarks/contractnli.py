@@ -14,17 +14,24 @@ read.
 
     python benchmarks/contractnli.py                   # bundled model, all 61 dev NDAs
     python benchmarks/contractnli.py --docs 10 --top-k 4
+    python benchmarks/contractnli.py --from-run out/nli   # score a plain `decide run` of dev
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import common
+import polars as pl
 
 from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.manifest import Manifest
 from decide.jobs.spec import parse_spec
 from decide.train import contractnli as data
 
@@ -71,6 +78,46 @@ def contains(evidence: dict | None, gold: list[tuple[int, int]]) -> bool:
     return any(evidence["start"] <= a and b <= evidence["end"] for a, b in gold)
 
 
+@dataclass
+class Decided:
+    """What the figures need of one decided NDA (from the engine or from a run's parquet)."""
+
+    doc_id: str
+    ok: bool
+    kind: str | None
+    answers: dict[str, Any] | None
+    evidence: dict[str, Any] | None  # question id -> {start, end, ...} or None
+    nfe: int
+    windows: int
+
+
+def decide(docs: list[data.LongRow], spec: Any, args: argparse.Namespace) -> tuple[list, str]:
+    loaded = common.load_trained(args.model)
+    engine = DecisionEngine.for_spec(loaded, spec, batch_size=args.batch_size)
+    questions = engine.questions(spec.questions)
+    items = [Item(d.doc_id, d.text, questions) for d in docs]
+    out = []
+    for d in engine.decide(items):
+        evidence = None if d.evidence is None else {
+            q: e and e.as_dict() for q, e in d.evidence.items()}  # fmt: skip
+        kind = d.kind.value if d.kind else None
+        out.append(Decided(d.doc_id, d.ok, kind, d.answers, evidence, d.nfe, d.windows))
+    return out, str(loaded.path)
+
+
+def read_run(out: Path) -> tuple[list, str, float]:
+    """The decisions a `decide run` wrote to `out`, its model and its seconds."""
+    manifest = Manifest.read(out)
+    frame = pl.read_parquet(out / "answers" / "*.parquet")
+    decided = [
+        Decided(r["doc_id"], r["status"] == "ok", r["error_kind"],
+                json.loads(r["answers_json"]) if r["answers_json"] else None,
+                r["evidence"], r["nfe"], r["windows"])
+        for r in frame.iter_rows(named=True)
+    ]  # fmt: skip
+    return decided, str(manifest.model), manifest.seconds or 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="model directory (default: the bundled model)")
@@ -83,6 +130,11 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=None, help="windows decided per block")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--from-run", type=Path, metavar="OUT",
+        help="score what `decide run` wrote to OUT (over contractnli_data.py's parquet) instead "
+        "of deciding here",
+    )  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     train50 = data.load_split("train50")
@@ -95,16 +147,18 @@ def main() -> None:
     spec = parse_spec({**data.spec(split), "windows": {"top_k": args.top_k}}, "contractnli")
     if args.docs is not None:
         docs = docs[: args.docs]
-    loaded = common.load_trained(args.model)
-    engine = DecisionEngine.for_spec(loaded, spec, batch_size=args.batch_size)
-    questions = engine.questions(spec.questions)
     gold = {d.doc_id: d for d in docs}
-    items = [Item(d.doc_id, d.text, questions) for d in docs]
-    started = time.perf_counter()
-    decisions = list(engine.decide(items))
-    seconds = time.perf_counter() - started
+    if args.from_run is not None:
+        decisions, model, seconds = read_run(args.from_run)
+        decisions = [d for d in decisions if d.doc_id in gold]
+        how = f"scored from {args.from_run}"
+    else:
+        started = time.perf_counter()
+        decisions, model = decide(docs, spec, args)
+        seconds = time.perf_counter() - started
+        how = f"top_k={args.top_k}, batch size {args.batch_size}"
     ok = [d for d in decisions if d.ok]
-    failed = Counter(d.kind.value if d.kind else "?" for d in decisions if not d.ok)
+    failed = Counter(d.kind or "?" for d in decisions if not d.ok)
     pairs, base, held, held_found, found = [], [], 0, 0, 0
     baseline = majority(train)
     evidence_pairs = 0
@@ -115,8 +169,7 @@ def main() -> None:
             pairs.append((label, predicted))
             if row.evidence[qid]:
                 evidence_pairs += 1
-                kept = (d.evidence or {}).get(qid)
-                hit = contains(kept and kept.as_dict(), row.evidence[qid])
+                hit = contains((d.evidence or {}).get(qid), row.evidence[qid])
                 held += hit
                 if predicted != ABSENT:
                     found += 1
@@ -125,10 +178,8 @@ def main() -> None:
         base += [(label, baseline[qid]) for qid, label in row.gold.items()]
     ours, majority_scores = scores(pairs) if pairs else {}, scores(base)
     n = len(decisions)
-    print(f"ContractNLI {args.split}, {n} NDAs × {len(questions)} hypotheses, model {loaded.path}")
-    print(
-        f"top_k={args.top_k}, batch size {args.batch_size}; {common.describe_machine(args.threads)}"
-    )
+    print(f"ContractNLI {args.split}, {n} NDAs × {len(spec.questions)} hypotheses, model {model}")
+    print(f"{how}; {common.describe_machine(args.threads)}")
     print()
     print(f"rows decided: {len(ok)} of {n}" + (f"; failed: {dict(failed)}" if failed else ""))
     reference = "majority of train50" if args.split == "dev" else "majority of train50's train part"

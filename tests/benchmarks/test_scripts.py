@@ -25,6 +25,7 @@ CASES = {
             "fp32", "--llama-layers", "1"],
     "train_precision": ["--steps", "1", "--batch-size", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
+    "contractnli": ["--split", "validation", "--docs", "1"],
 }  # fmt: skip
 
 
