@@ -23,9 +23,9 @@ from decide.engine import load_model
 from decide.jobs import runner
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.failures import DecisionError, FailureKind, api_message
-from decide.jobs.models import resolve_model_path
-from decide.jobs.questionset import QuestionSet, QuestionsRefused
-from decide.jobs.runner import JobResult, resolve_device, spec_refusal
+from decide.jobs.models import resolve_device, resolve_model_path
+from decide.jobs.questionset import QuestionSet, QuestionsRefused, spec_refusal
+from decide.jobs.runner import JobResult
 from decide.jobs.spec import JobSpec, Question, SpecError, load_spec, parse_spec
 
 from .report import write_report

@@ -286,8 +286,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     """
     from decide.engine import load_config
     from decide.jobs.models import resolve_model_path
-    from decide.jobs.questionset import QuestionBook, QuestionsRefused
-    from decide.jobs.runner import spec_refusal
+    from decide.jobs.questionset import QuestionBook, QuestionsRefused, spec_refusal
     from decide.jobs.spec import SpecError, load_spec
     from decide.schemas import check_questions, render_table
 
@@ -326,10 +325,17 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
             + ", ".join(d.inputs)
         )
+    why_not: dict[int, str] = {}
+    if qset.checks is not None:
+        finite = {q.id: 0 if q.extract else len(q.slot.values or ()) for q in qset.asked}
+        why_not = qset.checks.enforcement(finite)[1]
     for i, r in enumerate(spec.cel_rules):
-        click.echo(f"rule /rules/{i}: {r.rule} (CEL, checked after decoding: a row violating it "
-                   f"fails with {r.message!r})")  # fmt: skip
-    if qset.ruleset is not None:
+        if i in why_not:
+            how = f"checked after decoding: it {why_not[i]}; a row violating it fails with"
+        else:
+            how = "enforced while decoding over its questions' joint values; else fails with"
+        click.echo(f"rule /rules/{i}: {r.rule} (CEL, {how} {r.message!r})")
+    if qset.ruleset is not None and not spec.cel_rules:
         ruleset = qset.ruleset
         click.echo(
             f"rules: {len(ruleset.rules)} enforced while decoding, over "

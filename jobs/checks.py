@@ -1,9 +1,13 @@
-"""CEL rules over a decision, checked after decoding: `rules: [{rule: "<CEL>", message: ...}]`.
+"""CEL rules over a decision: `rules: [{rule: "<CEL>", message: ...}]`.
 
 A spec's `rules` may be a list of CEL boolean expressions over question ids (asked and derived
-ones) instead of a JSON Schema. JSON Schema rules are enforced while decoding (`schemas.rules`);
-CEL rules are checked once a document's answers are decided and derived: a row whose answers
-violate one fails with that rule's message (`FailureKind.rule_violated`). `plan_checks` refuses,
+ones) instead of a JSON Schema. A CEL rule that reads only finite questions (enums, booleans,
+small ranges) asked of the model, none of them extract, is enforced while decoding like JSON
+Schema rules: `enforcement` makes it a `schemas.rules.ValueRule`, tabulated over its questions'
+joint values, so no commit that makes it unsatisfiable is made. Every CEL rule is also checked
+once a document's answers are decided and derived: a row whose answers violate one fails with
+that rule's message (`FailureKind.rule_violated`); for the rules enforced while decoding this
+never happens. `plan_checks` refuses,
 with the pointer `/rules/<i>/rule`, a rule naming an unknown id, one that does not parse or type
 check (the same typed subset and input types as `derive`, `jobs.derive`), or one whose result is
 not a bool. A rule reading an answer that is null or missing is not applicable to that row (it
@@ -12,11 +16,15 @@ neither passes nor fails it), so a partial row is judged by the rules over the a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import celpy
+
+from decide.schemas.rules import MAX_ASSIGNMENTS, ValueRule
 
 from .derive import CelType, DeriveError, _cel_message, _Checker, _idents, _to_cel, schema_type
 
@@ -37,17 +45,65 @@ class CheckPlan:
     def violated(self, answers: Mapping[str, Any]) -> tuple[Check, str] | None:
         """The first rule the answers violate (with why), or None."""
         for check in self.checks:
-            if any(answers.get(i) is None for i in check.inputs):
-                continue  # not applicable: an input is null or missing
-            try:
-                result = check.program.evaluate({i: _to_cel(answers[i]) for i in check.inputs})
-            except (celpy.CELEvalError, TypeError, ValueError, ZeroDivisionError) as exc:
-                return check, f"rule could not be evaluated: {_cel_message(exc)}"
-            if isinstance(result, celpy.CELEvalError):
-                return check, f"rule could not be evaluated: {_cel_message(result)}"
-            if not bool(result):
-                return check, check.message
+            why = _judge(check, answers)
+            if why is not None:
+                return check, why
         return None
+
+    def enforcement(self, finite: Mapping[str, int]) -> tuple[list[ValueRule], dict[int, str]]:
+        """The rules enforced while decoding, as value rules, and for every other rule why not.
+        `finite`: for each question asked of the model, its number of values (0 when it is not
+        finite, or is extract). Rules are taken in order while the questions they link have at
+        most `MAX_ASSIGNMENTS` joint values together."""
+        enforced, why_not = [], {}
+        group: dict[str, str] = {}
+        size: dict[str, int] = {}  # a group's root -> its questions' joint values
+
+        def root(q: str) -> str:
+            while group.setdefault(q, q) != q:
+                q = group[q]
+            size.setdefault(q, finite[q])
+            return q
+
+        for check in self.checks:
+            outside = [i for i in check.inputs if not finite.get(i)]
+            if outside:
+                kinds = ", ".join(
+                    f"{i} ({'derived' if i not in finite else 'not finite or extract'})"
+                    for i in outside
+                )
+                why_not[check.index] = f"reads {kinds}"
+                continue
+            roots = {root(i) for i in check.inputs}
+            joint = math.prod(size[r] for r in roots)
+            if joint > MAX_ASSIGNMENTS:
+                why_not[check.index] = (f"links questions with {joint} joint values (more than "
+                                        f"{MAX_ASSIGNMENTS})")  # fmt: skip
+                continue
+            first, *rest = sorted(roots)
+            for r in rest:
+                group[r] = first
+            size[first] = joint
+            pointer = f"/rules/{check.index}"
+            enforced.append(ValueRule(pointer, check.inputs, partial(_holds, check)))
+        return enforced, why_not
+
+
+def _judge(check: Check, answers: Mapping[str, Any]) -> str | None:
+    """Why `answers` violate `check`, or None when they satisfy it or it does not apply."""
+    if any(answers.get(i) is None for i in check.inputs):
+        return None  # not applicable: an input is null or missing
+    try:
+        result = check.program.evaluate({i: _to_cel(answers[i]) for i in check.inputs})
+    except (celpy.CELEvalError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return f"rule could not be evaluated: {_cel_message(exc)}"
+    if isinstance(result, celpy.CELEvalError):
+        return f"rule could not be evaluated: {_cel_message(result)}"
+    return None if bool(result) else check.message
+
+
+def _holds(check: Check, values: Mapping[str, Any]) -> bool:
+    return _judge(check, values) is None
 
 
 def plan_checks(

@@ -1,4 +1,4 @@
-"""Which model a job runs: the directory given, else the bundled model.
+"""Which model a job runs, and on which device: the directory given, else the bundled model.
 
 The bundled model is package data of `decide` (`decide/model`, trained by `decide train`, see
 docs/bundled-model.md); it is found through `importlib.resources`, so this layer needs no import
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+
+import torch
 
 from .spec import SpecError
 
@@ -31,3 +33,14 @@ def resolve_model_path(model: str | Path | None) -> Path:
             f"at {BUNDLED}"
         )
     return bundled
+
+
+def resolve_device(device: str) -> str:
+    """`auto` (CUDA when available, else CPU), `cpu` or `cuda`; `SpecError` otherwise."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecError("--device cuda: no CUDA device is available")
+    if device not in ("cpu", "cuda"):
+        raise SpecError(f"unknown device {device!r}; use auto, cpu or cuda")
+    return device

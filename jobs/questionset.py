@@ -113,10 +113,10 @@ class QuestionSet:
 
     questions: tuple[CompiledQuestion, ...]
     fingerprint: str
-    ruleset: RuleSet | None  # the JSON Schema rules over the asked questions, when the job has any
+    ruleset: RuleSet | None  # the rules enforced while decoding (JSON Schema, CEL over finite ones)
     schema_rules: Any  # those rules as written (part of every decision schema)
     plan: DerivePlan
-    checks: CheckPlan | None  # CEL rules, checked after decoding
+    checks: CheckPlan | None  # CEL rules: all checked after decoding, some enforced in `ruleset`
     extract_kinds: dict[str, str]  # extract question id -> spans | numbers | dates:<format>
     filler_id: int
     dates: DatePolicy
@@ -207,7 +207,7 @@ class QuestionBook:
     ) -> None:
         self.compiler = QuestionCompiler(config, tokenizer)
         self.rules = rules  # JSON Schema rules, enforced while decoding
-        self.checks = list(checks)  # CEL rules (rule, message), checked after decoding
+        self.checks = list(checks)  # CEL rules (rule, message)
         self.dates = dates or DatePolicy()
         self._sets: dict[str, QuestionSet] = {}
         self._compiled: dict[str, CompiledQuestion] = {}
@@ -253,15 +253,20 @@ class QuestionBook:
         except ValueError as exc:  # DeriveError, with the expression's pointer
             raise QuestionsRefused(Stage.derive, exc) from exc
         ruleset = None
-        if self.rules is not None:
-            asked = [q for q in questions if q.derive is None]
+        asked = [q for q in questions if q.derive is None]
+        finite = {q.id: 0 if q.extract else len(q.slot.values or ()) for q in asked}
+        value_rules = checks.enforcement(finite)[0] if checks is not None else []
+        if (self.rules is not None or value_rules) and asked:
             try:
-                refuse_ruled_derived(self.rules, questions)
-                if asked:
-                    ruleset = compile_rules(
-                        self.rules, {q.id: q.schema for q in asked}, {q.id: q.slot for q in asked}
-                    )
-                    refuse_ruled_extract(ruleset, asked)
+                if self.rules is not None:
+                    refuse_ruled_derived(self.rules, questions)
+                ruleset = compile_rules(
+                    self.rules,
+                    {q.id: q.schema for q in asked},
+                    {q.id: q.slot for q in asked},
+                    value_rules,
+                )
+                refuse_ruled_extract(ruleset, asked)
             except SchemaError as exc:
                 raise QuestionsRefused(Stage.rules, exc) from exc
         kinds = {}
@@ -274,4 +279,26 @@ class QuestionBook:
         )
 
 
-__all__ = ["QuestionBook", "QuestionSet", "QuestionsRefused", "Stage", "fingerprint"]
+def row_refusal(exc: QuestionsRefused, origin: str) -> str:
+    """The error of a row whose own questions were refused (`origin` names row and column)."""
+    if exc.stage is Stage.schema:
+        return f"invalid questions: {origin}: {exc}"
+    return f"rules: {exc}" if exc.stage is Stage.rules else f"invalid questions: {exc}"
+
+
+def spec_refusal(exc: QuestionsRefused) -> str:
+    """The usage error of a spec whose questions were refused."""
+    if exc.stage is Stage.schema:
+        return f"question {exc.question_id!r}: schema refused: {exc}"
+    return f"rules refused: {exc}" if exc.stage is Stage.rules else f"spec: {exc}"
+
+
+__all__ = [
+    "QuestionBook",
+    "QuestionSet",
+    "QuestionsRefused",
+    "Stage",
+    "fingerprint",
+    "row_refusal",
+    "spec_refusal",
+]

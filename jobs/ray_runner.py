@@ -58,7 +58,7 @@ class DeciderActor:
     def __init__(self, model_path: str, spec: dict[str, Any], plan: InputPlan, batch_size: int,
                  device: str, dtype: str = "auto") -> None:  # fmt: skip
         from decide.engine import load_model
-        from decide.jobs.runner import resolve_device
+        from decide.jobs.models import resolve_device
         from decide.jobs.spec import parse_spec
 
         self.spec = parse_spec(spec, "spec")

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import torch
 
 from decide.engine import load_model, model_fingerprint
 from decide.engine.loader import LoadedModel
@@ -36,11 +35,11 @@ from .evidence import evidence_dtype
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .manifest import CalibrationEntry, Counts, Manifest, RulesEntry, Throughput
-from .models import resolve_model_path
+from .models import resolve_device, resolve_model_path
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
-from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
+from .questionset import QuestionBook, QuestionSet, QuestionsRefused, row_refusal, spec_refusal
 from .spec import JobSpec, SpecError, parse_questions
 from .window_plan import WindowPlanner
 
@@ -64,16 +63,6 @@ class JobResult:
     @property
     def exit_code(self) -> int:
         return 0 if self.failed == 0 and self.invalid == 0 else 1
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise SpecError("--device cuda: no CUDA device is available")
-    if device not in ("cpu", "cuda"):
-        raise SpecError(f"unknown device {device!r}; use auto, cpu or cuda")
-    return device
 
 
 class RowItems:
@@ -127,13 +116,6 @@ class RowItems:
                 error, kind = row_refusal(exc, origin), exc.kind
         return Item(row[cols.doc_id], row[cols.document], questions, error=error, extra=extra,
                     kind=kind)  # fmt: skip
-
-
-def row_refusal(exc: QuestionsRefused, origin: str) -> str:
-    """The error of a row whose own questions were refused (`origin` names row and column)."""
-    if exc.stage is Stage.schema:
-        return f"invalid questions: {origin}: {exc}"
-    return f"rules: {exc}" if exc.stage is Stage.rules else f"invalid questions: {exc}"
 
 
 def _frame(
@@ -406,13 +388,6 @@ def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
                     f"the spec's {len(qset)} questions do not fit the model, whatever the "
                     f"document: {exc}"
                 ) from exc
-
-
-def spec_refusal(exc: QuestionsRefused) -> str:
-    """The usage error of a spec whose questions were refused."""
-    if exc.stage is Stage.schema:
-        return f"question {exc.question_id!r}: schema refused: {exc}"
-    return f"rules refused: {exc}" if exc.stage is Stage.rules else f"spec: {exc}"
 
 
 def run_job(

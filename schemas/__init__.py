@@ -17,6 +17,7 @@ Pipeline: `drafts` (any draft's schema â†’ its 2020-12 form, unknown keywords â†
 
 from .errors import (
     DecodeMismatch,
+    EmptySchema,
     MalformedSchema,
     SchemaError,
     UnsupportedSchema,
@@ -32,6 +33,7 @@ __all__ = [
     "CompiledSlot",
     "DecodeMismatch",
     "Decoded",
+    "EmptySchema",
     "Language",
     "MalformedSchema",
     "QuestionReport",

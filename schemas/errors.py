@@ -24,6 +24,10 @@ class UnsupportedSchema(SchemaError):
     """Well-formed schema whose language cannot be expressed exactly as a slot automaton."""
 
 
+class EmptySchema(UnsupportedSchema):
+    """A well-formed schema that no value satisfies (its constraints contradict each other)."""
+
+
 class MalformedSchema(SchemaError):
     """Schema that is not valid draft 2020-12 (wrong keyword types, dangling `$ref`, bad regex)."""
 

@@ -28,7 +28,7 @@ from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json
 from .drafts import VALIDATORS, Normalized, Warning, normalize
-from .errors import SchemaError, UnsupportedSchema
+from .errors import EmptySchema, SchemaError, UnsupportedSchema
 from .keywords import KeywordCompiler
 
 
@@ -144,7 +144,7 @@ def empty_refusal(lang: Language) -> UnsupportedSchema | None:
         return None
     if lang.complete:
         why = "no value satisfies this schema (its constraints contradict each other)"
-        return UnsupportedSchema("", "schema", why)
+        return EmptySchema("", "schema", why)
     pointer, keyword, why = lang.omitted or ("#", "schema", "values the slot cannot spell")
     return UnsupportedSchema(
         pointer,

@@ -18,208 +18,158 @@ satisfiable; so the sampler, which talks to each slot through the plain `SlotCon
 protocol, can never commit a combination that violates a rule, and a document whose rules cannot
 be met fails with a clear reason. Each time a rule is what removes a cell from a slot, it is
 counted as having narrowed that slot.
+
+Value rules (`ValueRule`, the CEL rules over finite questions) join the same search: every
+question one reads gets one cell per value, and the rule is tabulated once over its questions'
+joint values, so the search reads a table entry where a JSON Schema rule evaluates atoms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import numpy as np
 
 from decide.engine.constraints import InfeasibleSlot
 
-from .errors import MalformedSchema, UnsupportedSchema
+from .errors import EmptySchema, UnsupportedSchema
+from .rule_parse import Atom, Parser, Rule, atoms_of, evaluate
 from .slot import CompiledSlot, SlotState, compile_slot
 
-ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
-RULE_KEYWORDS = {"allOf", "if", "then", "else", "dependentRequired", "dependentSchemas"}
-ATOM_KEYWORDS = {"const", "enum", "type", "minimum", "maximum", "exclusiveMinimum",
-                 "exclusiveMaximum"}  # fmt: skip
-BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 MAX_CELLS = 64  # per slot
 MAX_ASSIGNMENTS = 200_000  # combinations the satisfiability search may visit
 
 
 @dataclass(frozen=True)
-class Atom:
-    question: str
-    schema: dict[str, Any]  # the atom as written (const/enum/type/bounds)
-    key: str = field(compare=False, default="")
+class ValueRule:
+    """A rule given as a predicate over the answers of finite questions (a CEL rule compiled by
+    `jobs.checks`): enforced exactly by enumerating the questions' joint values, once, into a
+    table over their cells (one cell per value)."""
 
-    def holds(self, value: Any) -> bool:
-        return jsonschema.Draft202012Validator(self.schema).is_valid(value)
-
-
-# A formula is ("and", [formulas]) | ("atom", index) | ("true",) | ("if", cond, then, else).
-Formula = tuple
-
-
-@dataclass
-class Rule:
     pointer: str
-    formula: Formula
-    questions: set[str]
-
-
-def _check_keys(node: dict[str, Any], allowed: set[str], pointer: str) -> None:
-    for key in node:
-        if key not in allowed and key not in ANNOTATIONS:
-            raise UnsupportedSchema(
-                f"{pointer}/{key}", key,
-                f"rules support {', '.join(sorted(allowed))} here; `{key}` is not enforced "
-                "while decoding, so it is refused rather than silently ignored",
-            )  # fmt: skip
-
-
-class _Parser:
-    def __init__(self, questions: dict[str, Any]) -> None:
-        self.questions = questions  # id -> question schema, the questions this document is asked
-        self.mentioned: dict[str, str] = {}  # every question id the rules name -> first pointer
-        self.atoms: list[Atom] = []
-        self._index: dict[tuple[str, str], int] = {}
-
-    def atom(self, qid: str, schema: Any, pointer: str) -> int:
-        if schema is True:
-            return -1
-        if not isinstance(schema, dict):
-            raise MalformedSchema(pointer, "properties", "an atom must be a schema object")
-        _check_keys(schema, ATOM_KEYWORDS, pointer)
-        if not set(schema) & ATOM_KEYWORDS:
-            raise UnsupportedSchema(pointer, "properties", "an atom needs const, enum, type or "
-                                    "integer bounds")  # fmt: skip
-        for bound in BOUNDS:
-            if bound in schema and not isinstance(schema[bound], int | float):
-                raise MalformedSchema(f"{pointer}/{bound}", bound, "must be a number")
-        key = json.dumps(schema, sort_keys=True)
-        if (qid, key) not in self._index:
-            self._index[(qid, key)] = len(self.atoms)
-            self.atoms.append(Atom(qid, schema, key))
-        return self._index[(qid, key)]
-
-    def clause(self, node: Any, pointer: str) -> Formula:
-        """A condition or consequence: `properties` of atoms, and `required` questions."""
-        if node is True:
-            return ("true",)
-        if not isinstance(node, dict):
-            raise UnsupportedSchema(pointer, "if", "conditions and consequences must be objects "
-                                    "with `properties`")  # fmt: skip
-        _check_keys(node, {"properties", "required"}, pointer)
-        required = node.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(q, str) for q in required):
-            raise MalformedSchema(f"{pointer}/required", "required", "must be a list of ids")
-        parts: list[Formula] = []
-        for i, qid in enumerate(required):
-            if not self.asked(qid, f"{pointer}/required/{i}"):
-                parts.append(("false",))  # every asked answer is present; an unasked one never
-        properties = node.get("properties", {})
-        if not isinstance(properties, dict):
-            raise MalformedSchema(f"{pointer}/properties", "properties", "must be an object")
-        for qid, schema in properties.items():
-            where = f"{pointer}/properties/{qid}"
-            if not self.asked(qid, where):
-                continue  # `properties` ignores a key the decision object does not have
-            index = self.atom(qid, schema, where)
-            if index >= 0:
-                parts.append(("atom", index))
-        return ("and", parts)
-
-    def rule(self, node: Any, pointer: str) -> list[Rule]:
-        if not isinstance(node, dict):
-            raise MalformedSchema(pointer or "#", "rules", "rules must be a schema object")
-        _check_keys(node, RULE_KEYWORDS, pointer)
-        out: list[Rule] = []
-        for i, sub in enumerate(node.get("allOf", [])):
-            out.extend(self.rule(sub, f"{pointer}/allOf/{i}"))
-        if "if" in node:
-            cond = self.clause(node["if"], f"{pointer}/if")
-            then = self.clause(node.get("then", True), f"{pointer}/then")
-            other = self.clause(node.get("else", True), f"{pointer}/else")
-            out.append(Rule(f"{pointer}/if", ("if", cond, then, other), set()))
-        elif "then" in node or "else" in node:
-            raise MalformedSchema(pointer or "#", "then", "`then`/`else` without `if`")
-        for qid, needed in node.get("dependentRequired", {}).items():
-            where = f"{pointer}/dependentRequired/{qid}"
-            if not isinstance(needed, list) or not all(isinstance(q, str) for q in needed):
-                raise MalformedSchema(where, "dependentRequired", "must be a list of ids")
-            missing = [n for i, n in enumerate(needed) if not self.asked(n, f"{where}/{i}")]
-            if self.asked(qid, where) and missing:
-                out.append(Rule(where, ("and", [("false",)]), set()))
-        for qid, sub in node.get("dependentSchemas", {}).items():
-            where = f"{pointer}/dependentSchemas/{qid}"
-            clause = self.clause(sub, where)
-            if self.asked(qid, where):
-                out.append(Rule(where, clause, set()))
-        return out
-
-    def asked(self, qid: Any, pointer: str) -> bool:
-        """Whether this document is asked `qid`; records every id the rules name."""
-        if not isinstance(qid, str):
-            raise MalformedSchema(pointer, "rules", "question ids are strings")
-        self.mentioned.setdefault(qid, pointer)
-        return qid in self.questions
-
-
-def _evaluate(formula: Formula, truth: dict[int, bool]) -> bool:
-    kind = formula[0]
-    if kind in ("true", "false"):
-        return kind == "true"
-    if kind == "atom":
-        return truth[formula[1]]
-    if kind == "and":
-        return all(_evaluate(f, truth) for f in formula[1])
-    cond, then, other = formula[1], formula[2], formula[3]
-    return _evaluate(then if _evaluate(cond, truth) else other, truth)
-
-
-def _atoms_of(formula: Formula) -> Iterable[int]:
-    if formula[0] == "atom":
-        yield formula[1]
-    elif formula[0] == "and":
-        for f in formula[1]:
-            yield from _atoms_of(f)
-    elif formula[0] == "if":
-        for f in formula[1:]:
-            yield from _atoms_of(f)
+    questions: tuple[str, ...]
+    holds: Callable[[dict[str, Any]], bool]
 
 
 @dataclass
 class Cell:
     truth: tuple[bool, ...]  # truth value of each of the slot's atoms
     slot: CompiledSlot
+    value: Any = None  # the cell's one value, for a question a `ValueRule` reads
 
 
 class RuleSet:
-    """Rules compiled against the job's questions; `bind` makes one document's constraints."""
+    """Rules compiled against the job's questions; `bind` makes one document's constraints.
+    `rules` is the JSON Schema form (None: none); `value_rules` are predicates over finite
+    questions' values, each tabulated over their joint values."""
 
-    def __init__(self, rules: Any, questions: dict[str, Any], compiled: dict[str, CompiledSlot]):
-        parser = _Parser(questions)
-        self.rules = parser.rule(rules, "")
+    def __init__(
+        self,
+        rules: Any,
+        questions: dict[str, Any],
+        compiled: dict[str, CompiledSlot],
+        value_rules: Sequence[ValueRule] = (),
+    ) -> None:
+        parser = Parser(questions)
+        self.rules = parser.rule(rules, "") if rules is not None else []
         self.atoms = parser.atoms
         self.mentioned = parser.mentioned
         for rule in self.rules:
-            rule.questions = {self.atoms[i].question for i in _atoms_of(rule.formula)}
+            rule.questions = {self.atoms[i].question for i in atoms_of(rule.formula)}
         self.schemas = questions
         self.slot_atoms: dict[str, list[int]] = {}
         for i, atom in enumerate(self.atoms):
             self.slot_atoms.setdefault(atom.question, []).append(i)
-        self.cells = {qid: self._cells(qid, compiled[qid]) for qid in self.slot_atoms}
+        self.valued: set[str] = set()  # questions some value rule reads: one cell per value
+        for rule in value_rules:
+            for qid in rule.questions:
+                if qid not in compiled or compiled[qid].values is None:
+                    raise UnsupportedSchema(rule.pointer, "rules", f"{qid!r} is not a finite "
+                                            "question of this document")  # fmt: skip
+                self.mentioned.setdefault(qid, rule.pointer)
+            self.valued.update(rule.questions)
+        ruled = sorted(set(self.slot_atoms) | self.valued)
+        self.cells = {qid: self._cells(qid, compiled[qid]) for qid in ruled}
+        for rule in value_rules:
+            self.rules.append(Rule(rule.pointer, self._table(rule), set(rule.questions)))
+        self.components = self._components()
+
+    def _components(self) -> list[tuple[list[str], list[tuple[int, np.ndarray]]]]:
+        """The ruled questions grouped by the rules that link them, each group with its rules
+        tabulated over the group's cells (axes in the group's order): the search runs on each
+        group alone, so unlinked rules never multiply each other's cases."""
+        group = {q: q for q in self.cells}
+
+        def root(q: str) -> str:
+            while group[q] != q:
+                q = group[q]
+            return q
+
+        for rule in self.rules:
+            first, *rest = sorted(rule.questions) or [None]
+            for q in rest:
+                group[root(q)] = root(first)
+        members: dict[str, list[str]] = {}
+        for q in sorted(self.cells):
+            members.setdefault(root(q), []).append(q)
+        out = []
+        for order in members.values():
+            shape = [len(self.cells[q]) for q in order]
+            if int(np.prod(shape)) > MAX_ASSIGNMENTS:
+                pointers = ", ".join(r.pointer for r in self.rules if r.questions & set(order))
+                raise UnsupportedSchema(pointers, "rules", f"{int(np.prod(shape))} combinations "
+                                        f"of cases of {', '.join(order)} to check")  # fmt: skip
+            tables = []
+            for k, rule in enumerate(self.rules):
+                if rule.questions and rule.questions <= set(order):
+                    tables.append((k, self._lift(rule, order)))
+            out.append((order, tables))
+        return out
+
+    def _lift(self, rule: Rule, order: list[str]) -> np.ndarray:
+        """A rule's truth over every choice of its questions' cells, broadcastable over the
+        axes of `order`."""
+        own = sorted(rule.questions, key=order.index)
+        shape = [len(self.cells[q]) for q in own]
+        table = np.zeros(shape, dtype=bool)
+        for index in np.ndindex(*shape):
+            chosen = dict(zip(own, index, strict=True))
+            truth = {i: value for q, c in chosen.items()
+                     for i, value in zip(self.slot_atoms.get(q, ()), self.cells[q][c].truth,
+                                         strict=True)}  # fmt: skip
+            table[index] = evaluate(rule.formula, truth, chosen)
+        return table.reshape([len(self.cells[q]) if q in rule.questions else 1 for q in order])
+
+    def _table(self, rule: ValueRule) -> tuple:
+        """The formula of a value rule: its truth over every joint choice of its questions'
+        cells (each holding one value)."""
+        shape = tuple(len(self.cells[q]) for q in rule.questions)
+        if int(np.prod(shape)) > MAX_ASSIGNMENTS:
+            raise UnsupportedSchema(rule.pointer, "rules", f"{int(np.prod(shape))} joint values")
+        table = np.zeros(shape, dtype=bool)
+        for index in np.ndindex(*shape):
+            values = {q: self.cells[q][i].value for q, i in zip(rule.questions, index, strict=True)}
+            table[index] = rule.holds(values)
+        return ("table", rule.questions, table)
 
     def _cells(self, qid: str, slot: CompiledSlot) -> list[Cell]:
-        atoms = [self.atoms[i] for i in self.slot_atoms[qid]]
+        atoms = [self.atoms[i] for i in self.slot_atoms.get(qid, [])]
         pointer = f"/properties/{qid}"
         if slot.values is not None:  # finite: group the values by the atoms they satisfy
-            groups: dict[tuple[bool, ...], list[Any]] = {}
+            groups: dict[tuple, list[Any]] = {}
             for text in slot.values:
                 value = json.loads(text)
-                groups.setdefault(tuple(a.holds(value) for a in atoms), []).append(value)
+                key = tuple(a.holds(value) for a in atoms)
+                groups.setdefault((key, text if qid in self.valued else ""), []).append(value)
             return [Cell(truth, compile_slot({"allOf": [self.schemas[qid], {"enum": values}]},
-                                             slot.vocab, max_tokens=slot.length))
-                    for truth, values in sorted(groups.items())]  # fmt: skip
+                                             slot.vocab, max_tokens=slot.length),
+                         values[0] if qid in self.valued else None)
+                    for (truth, _), values in sorted(groups.items())]  # fmt: skip
         if not _integer_question(self.schemas[qid]):
             raise UnsupportedSchema(
                 pointer, "rules", f"rules may test finite questions (enums, booleans, small "
@@ -255,11 +205,8 @@ class RuleSet:
         cells = []
         for truth, ranges in sorted(groups.items()):
             schema = {"allOf": [self.schemas[qid], {"anyOf": ranges}]}
-            try:
+            with contextlib.suppress(EmptySchema):  # a case no value of the question falls in
                 cells.append(Cell(truth, compile_slot(schema, slot.vocab, max_tokens=slot.length)))
-            except UnsupportedSchema as exc:
-                if "no value satisfies" not in exc.message:
-                    raise
         if len(cells) > MAX_CELLS:
             raise UnsupportedSchema(f"/properties/{qid}", "rules", "too many distinct cases")
         return cells
@@ -271,11 +218,11 @@ class RuleSet:
         decision object without those keys (`properties` ignores them, `required` fails), and a
         rule that no answer can satisfy makes the document fail here."""
         for rule in self.rules:
-            if not rule.questions and not _evaluate(rule.formula, {}):
+            if not rule.questions and not evaluate(rule.formula, {}):
                 why = "cannot hold for this document: it requires an answer it is not asked"
                 raise UnsupportedSchema(rule.pointer, "rules", why)
         state = RuleState(self, {qid: slot.length for qid, slot in questions}, filler)
-        return [RuledSlot(state, qid) if qid in self.slot_atoms else slot.new_constraint(filler)
+        return [RuledSlot(state, qid) if qid in self.cells else slot.new_constraint(filler)
                 for qid, slot in questions]  # fmt: skip
 
 
@@ -307,7 +254,7 @@ class RuleState:
 
     def __init__(self, rules: RuleSet, lengths: dict[str, int], filler: int) -> None:
         self.rules = rules
-        self.order = sorted(rules.slot_atoms)
+        self.order = sorted(rules.cells)
         self.states = {
             qid: [cell.slot.new_constraint(filler, lengths[qid]) for cell in rules.cells[qid]]
             for qid in self.order
@@ -320,25 +267,21 @@ class RuleState:
 
     def _search(self, alive: dict[str, list[bool]], skip: int | None = None) -> dict[str, set]:
         """For each ruled slot, the cells that appear in some assignment satisfying every rule
-        (except rule `skip`)."""
-        domains = [[i for i, ok in enumerate(alive[q]) if ok] for q in self.order]
-        found: dict[str, set] = {q: set() for q in self.order}
-        if any(not d for d in domains):
-            return found
-        total = int(np.prod([len(d) for d in domains]))
-        if total > MAX_ASSIGNMENTS:
-            raise UnsupportedSchema("", "rules", f"{total} combinations of cases to check")
-        position = {q: k for k, q in enumerate(self.order)}
-        rules = [r for i, r in enumerate(self.rules.rules) if i != skip]
-        for choice in itertools.product(*domains):
-            truth: dict[int, bool] = {}
-            for q, c in zip(self.order, choice, strict=True):
-                cell = self.rules.cells[q][c]
-                for i, value in zip(self.rules.slot_atoms[q], cell.truth, strict=True):
-                    truth[i] = value
-            if all(_evaluate(r.formula, truth) for r in rules):
-                for q in self.order:
-                    found[q].add(choice[position[q]])
+        (except rule `skip`): per group of linked questions, the rules' tables and the cells
+        still alive are multiplied out over the group's joint cells."""
+        found: dict[str, set] = {}
+        for order, tables in self.rules.components:
+            joint = np.ones([len(alive[q]) for q in order], dtype=bool)
+            for axis, q in enumerate(order):
+                shape = [1] * len(order)
+                shape[axis] = len(alive[q])
+                joint &= np.asarray(alive[q], dtype=bool).reshape(shape)
+            for k, table in tables:
+                if k != skip:
+                    joint &= table
+            for axis, q in enumerate(order):
+                others = tuple(a for a in range(len(order)) if a != axis)
+                found[q] = set(np.flatnonzero(joint.any(axis=others)).tolist())
         return found
 
     def supported(self) -> dict[str, list[bool]]:
@@ -448,13 +391,17 @@ class RuledSlot:
 def rule_question_ids(rules: Any) -> dict[str, str]:
     """Every question id `rules` names, with the first JSON pointer naming it (`SchemaError`
     if the rules are malformed): a job checks them against all the ids it may ask."""
-    parser = _Parser({})
+    parser = Parser({})
     parser.rule(rules, "")
     return parser.mentioned
 
 
 def compile_rules(
-    rules: Any, questions: dict[str, Any], compiled: dict[str, CompiledSlot]
+    rules: Any,
+    questions: dict[str, Any],
+    compiled: dict[str, CompiledSlot],
+    value_rules: Sequence[ValueRule] = (),
 ) -> RuleSet:
-    """Parse and compile a spec's `rules` for its questions (`SchemaError` with a pointer)."""
-    return RuleSet(rules, questions, compiled)
+    """Parse and compile a spec's `rules` (JSON Schema, or None) and `value_rules` for its
+    questions (`SchemaError` with a pointer)."""
+    return RuleSet(rules, questions, compiled, value_rules)

@@ -26,6 +26,7 @@ CASES = {
     "train_precision": ["--steps", "1", "--batch-size", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
     "contractnli": ["--split", "validation", "--docs", "1"],
+    "rules": ["--docs", "2"],
 }  # fmt: skip
 
 

@@ -1,5 +1,7 @@
-"""CEL rules (`rules: [{rule, message}]`) checked after decoding: refused at spec load when
-unusable, and a row whose answers violate one fails with its message and kind `rule_violated`."""
+"""CEL rules (`rules: [{rule, message}]`): refused at spec load when unusable; one over finite
+asked questions is enforced while decoding (never violated); one reading a derived answer is
+checked after decoding, and a row whose answers violate it fails with its message and kind
+`rule_violated`."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ QUESTIONS = [
     {"id": "over", "text": "Over?", "derive": "amount > limit", "schema": {"type": "boolean"}},
 ]  # fmt: skip
 RULES = [
-    {"rule": "amount <= limit + 1", "message": "amount far over the limit"},
+    {"rule": "amount <= limit + 1", "message": "amount far over the limit"},  # finite: enforced
     {"rule": "active || !over", "message": "an inactive policy over its limit"},  # a derived id
 ]
 
@@ -37,31 +39,46 @@ def test_unusable_rules_are_refused_at_spec_load() -> None:
     assert parse_spec({"questions": QUESTIONS, "rules": RULES}).schema_rules is None
 
 
-def test_rows_violating_a_rule_fail_with_its_message(tiny_checkpoint, tmp_path) -> None:
+def _answers(out) -> pl.DataFrame:
+    return pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
+
+
+def test_rules_are_enforced_or_checked_after_decoding(tiny_checkpoint, tmp_path) -> None:
     model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
     path = write_docs(tmp_path / "in.parquet", 24, seed=2)
-    spec = parse_spec({"questions": QUESTIONS, "rules": RULES})
-    run_job(spec, [path], tmp_path / "out", model=model, batch_size=8, progress=False)
-    free = tmp_path / "free"
-    run_job(parse_spec({"questions": QUESTIONS}), [path], free, model=model, batch_size=8,
-            progress=False)  # fmt: skip
-    checked = pl.read_parquet(tmp_path / "out" / "answers" / "*.parquet").sort("doc_id")
-    unchecked = pl.read_parquet(free / "answers" / "*.parquet").sort("doc_id")
+    for name, spec in (("free", {"questions": QUESTIONS}),
+                       ("after", {"questions": QUESTIONS, "rules": RULES[1:]}),
+                       ("both", {"questions": QUESTIONS, "rules": RULES})):  # fmt: skip
+        run_job(parse_spec(spec), [path], tmp_path / name, model=model, batch_size=8,
+                progress=False)  # fmt: skip
+    free, after, both = (_answers(tmp_path / n) for n in ("free", "after", "both"))
+    # Checked after decoding: the same answers, and a row violating the rule fails with it.
     failed = 0
-    for row, plain in zip(checked.iter_rows(named=True), unchecked.iter_rows(named=True),
-                          strict=True):  # fmt: skip
-        a = json.loads(plain["answers_json"])  # the same answers, not checked
-        first = 0 if a["amount"] > a["limit"] + 1 else 1 if a["over"] and not a["active"] else None
-        if first is None:
+    for row, plain in zip(after.iter_rows(named=True), free.iter_rows(named=True), strict=True):
+        a = json.loads(plain["answers_json"])
+        if a["active"] or not a["over"]:
             assert row["status"] == "ok" and row["answers_json"] == plain["answers_json"]
         else:
             failed += 1
             assert row["status"] == "error" and row["error_kind"] == "rule_violated"
-            assert row["error"] == (f"rule /rules/{first} ({RULES[first]['rule']}) violated: "
-                                    f"{RULES[first]['message']}")  # fmt: skip
-    assert 0 < failed < checked.height  # the random model violates them sometimes, not always
+            assert row["error"] == (f"rule /rules/0 ({RULES[1]['rule']}) violated: "
+                                    f"{RULES[1]['message']}")  # fmt: skip
+    assert 0 < failed < after.height  # the random model violates it sometimes, not always
+    # Enforced while decoding: the free answers break rule 0 in some rows, the ruled ones never.
+    broken = [json.loads(r) for r in free["answers_json"]]
+    assert any(a["amount"] > a["limit"] + 1 for a in broken)
+    for row in both.iter_rows(named=True):
+        if row["status"] == "ok":
+            a = json.loads(row["answers_json"])
+            assert a["amount"] <= a["limit"] + 1, a
+            assert a["active"] or not a["over"], a
+        else:
+            assert row["error"].startswith("rule /rules/1 "), row["error"]
+    assert both.filter(pl.col("status") == "ok").height > 0
     model_dir = str(model)
     (tmp_path / "spec.json").write_text(json.dumps({"questions": QUESTIONS, "rules": RULES}))
     out = CliRunner().invoke(main, ["validate", str(tmp_path / "spec.json"), "--model", model_dir])
     assert out.exit_code == 0, out.output
-    assert "rule /rules/1: active || !over (CEL, checked after decoding" in out.output
+    assert "rule /rules/0: amount <= limit + 1 (CEL, enforced while decoding" in out.output
+    assert ("rule /rules/1: active || !over (CEL, checked after decoding: it reads over "
+            "(derived)") in out.output  # fmt: skip

@@ -10,6 +10,7 @@ import json
 
 import jsonschema
 import pytest
+from helpers.ruled import random_question, values_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -97,20 +98,6 @@ def test_infeasible_rules_fail_the_row_with_a_reason(loaded) -> None:
 # --------------------------------------------------------------------------- property test
 
 
-def _question(draw, index: int) -> dict:
-    kind = draw(st.sampled_from(["enum", "boolean", "integer"]))
-    if kind == "enum":
-        values = draw(st.lists(st.sampled_from(["x", "y", "z", "w"]), min_size=2, max_size=4,
-                               unique=True))  # fmt: skip
-        schema = {"enum": values}
-    elif kind == "boolean":
-        schema = {"type": "boolean"}
-    else:
-        high = draw(st.integers(3, 30))
-        schema = {"type": "integer", "minimum": 0, "maximum": high}
-    return {"id": f"q{index}", "text": f"Question {index}?", "schema": schema}
-
-
 def _atom(draw, question: dict) -> dict:
     schema = question["schema"]
     if "enum" in schema:
@@ -131,7 +118,7 @@ def _atom(draw, question: dict) -> dict:
 
 @st.composite
 def rule_sets(draw):
-    questions = [_question(draw, i) for i in range(draw(st.integers(2, 4)))]
+    questions = [random_question(draw, i) for i in range(draw(st.integers(2, 4)))]
     rules = []
     for _ in range(draw(st.integers(1, 3))):
         cond_q, then_q = draw(st.lists(st.sampled_from(questions), min_size=2, max_size=2,
@@ -144,18 +131,10 @@ def rule_sets(draw):
     return questions, {"allOf": rules}
 
 
-def _values(schema: dict) -> list:
-    if "enum" in schema:
-        return schema["enum"]
-    if schema.get("type") == "boolean":
-        return [False, True]
-    return list(range(schema["minimum"], schema["maximum"] + 1))
-
-
 def _satisfiable(questions: list[dict], validator) -> bool:
     ids = [q["id"] for q in questions]
     return any(validator.is_valid(dict(zip(ids, combo, strict=True)))
-               for combo in itertools.product(*(_values(q["schema"]) for q in questions)))  # fmt: skip
+               for combo in itertools.product(*(values_of(q["schema"]) for q in questions)))  # fmt: skip
 
 
 @settings(max_examples=25, deadline=None, derandomize=True,
