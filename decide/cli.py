@@ -331,7 +331,8 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         why_not = qset.checks.enforcement(finite)[1]
     for i, r in enumerate(spec.cel_rules):
         if i in why_not:
-            how = f"checked after decoding: it {why_not[i]}; a row violating it fails with"
+            how = (f"checked after decoding: it {why_not[i]}; a row violating it takes other "
+                   "options of the finite answers it depends on, else fails with")  # fmt: skip
         else:
             how = "enforced while decoding over its questions' joint values; else fails with"
         click.echo(f"rule /rules/{i}: {r.rule} (CEL, {how} {r.message!r})")

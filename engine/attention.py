@@ -11,6 +11,11 @@ padding that nothing attends to. Keys live at absolute positions `0 .. prefix_le
 When every query of a row sees exactly the keys `[0, prefix + window)` (bidirectional families, or a
 block-causal window that fits inside one model block), attention goes through
 `decide.kernels.block_attention`; otherwise an explicit boolean mask is built and SDPA is used.
+
+`plan_queries` plans a forward whose queries are only *some* positions of the window (`offsets`),
+over keys of the whole window that the cache already holds from an earlier forward (the queried
+positions' keys are rewritten): every query sees `[0, prefix + window)`, through the same kernel
+(its "prefix" is then prefix + window and its block empty).
 """
 
 from __future__ import annotations
@@ -50,6 +55,26 @@ def plan_attention(
     valid = keys[None, :] < (prefix_lens + window_lens)[:, None]  # [B, S]
     causal = (keys[None, None, :] // block_size) <= (positions[:, :, None] // block_size)
     mask = (valid[:, None, :] & causal)[:, None]  # [B, 1, Lw, S]
+    return AttentionPlan(prefix_lens, window_lens, positions, span, mask)
+
+
+def plan_queries(
+    prefix_lens: torch.Tensor,
+    window_lens: torch.Tensor,
+    window: int,
+    offsets: torch.Tensor,
+    block_size: int | None,
+) -> AttentionPlan:
+    """Masking for a forward of the window positions `offsets` `[B, Q]` only (see above)."""
+    positions = prefix_lens[:, None] + offsets  # [B, Q]
+    span = int(prefix_lens.max().item()) + window
+    if block_size is None or window <= block_size:
+        ends = prefix_lens + window_lens
+        return AttentionPlan(ends, torch.zeros_like(window_lens), positions, span, None)
+    keys = torch.arange(span, device=prefix_lens.device)  # [S]
+    valid = keys[None, :] < (prefix_lens + window_lens)[:, None]  # [B, S]
+    causal = (keys[None, None, :] // block_size) <= (positions[:, :, None] // block_size)
+    mask = (valid[:, None, :] & causal)[:, None]  # [B, 1, Q, S]
     return AttentionPlan(prefix_lens, window_lens, positions, span, mask)
 
 

@@ -41,7 +41,9 @@ class BertLayer(nn.Module):
         q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.key(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         v = self.value(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
-        keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
+        keys, values = (
+            (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
+        )
         attn = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h)
         p = self._owner[0].dropout if self.training else 0.0
         x = self.attn_norm(x + F.dropout(self.attn_out(attn), p, self.training))

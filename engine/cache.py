@@ -58,12 +58,19 @@ class KVCache:
                 buffers[i] = grown
 
     def write(
-        self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, span: int
+        self,
+        layer: int,
+        k_new: torch.Tensor,
+        v_new: torch.Tensor,
+        span: int,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store a window's keys/values `[B, Hkv, Lw, D]` after each row's committed prefix and
+        """Store a window's keys/values `[B, Hkv, Lw, D]` after each row's committed prefix (or
+        at the absolute `positions` `[B, Lw]`, for a forward of some window positions only) and
         return the layer's keys and values `[B, Hkv, span, D]` for attention."""
         b, h, lw, d = k_new.shape
-        positions = self.lengths[:, None] + torch.arange(lw, device=k_new.device)  # [B, Lw]
+        if positions is None:
+            positions = self.lengths[:, None] + torch.arange(lw, device=k_new.device)  # [B, Lw]
         index = positions[:, None, :, None].expand(b, h, lw, d)
         # Under autocast the projections come out in a lower precision than the buffers.
         self.k[layer].scatter_(2, index, k_new.to(self.k[layer].dtype))
@@ -108,10 +115,11 @@ class KVCache:
         return out
 
     def copy_rows(self, dst: list[int], src: KVCache, src_rows: list[int]) -> None:
-        """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one."""
+        """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one: the whole
+        buffer, so the keys a window wrote after the prefix come along (`plan_queries`)."""
         if not dst:
             return
-        span = int(src.lengths[src_rows].max().item()) if src_rows else 0
+        span = src.capacity
         self.reserve(span)
         d = torch.tensor(dst, device=self.lengths.device)
         s = torch.tensor(src_rows, device=self.lengths.device)
@@ -123,8 +131,9 @@ class KVCache:
         self.has_last[d] = src.has_last[s]
 
     def move_row(self, src: int, dst: int) -> None:
-        """Overwrite row `dst` with row `src` (compaction after a row leaves)."""
-        span = int(self.lengths[src].item())
+        """Overwrite row `dst` with row `src` (compaction after a row leaves), window keys
+        after the prefix included."""
+        span = self.capacity
         for buffers in (self.k, self.v):
             for t in buffers:
                 t[dst, :, :span] = t[src, :, :span]

@@ -73,6 +73,8 @@ class CommitPolicy:
             committed = True
         if committed:
             row.slot_logp[item.slot] += math.log(max(item.confidence, 1e-300))
+            if not any(pos in row.masked for pos in item.positions):  # the whole option
+                row.slot_ranked[item.slot] = item.ranked
 
     def commit_position(self, row: RowState, pos: int, token: int, prob: float) -> bool:
         slot_index, offset = row.masked[pos]

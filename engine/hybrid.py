@@ -167,6 +167,8 @@ class HybridLayer(nn.Module):
 class HybridLM(LinearHead, WindowedModel):
     """Qwen3-Next-style hybrid run as a block-diffusion model; see the module docstring."""
 
+    supports_queries = False  # its Gated DeltaNet layers carry a state along the window
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         assert config.hybrid is not None, "a hybrid model needs config.hybrid"

@@ -19,6 +19,9 @@ class OptionItem(NamedTuple):
     slot: int  # the slot's index in its block
     tokens: Sequence[int]  # the option's tokens at `positions`, in order
     positions: list[int]  # the slot's open positions (absolute), in order
+    # Every option the slot had (all its tokens) with its probability among them, best first:
+    # what a caller may fall back to when the chosen one breaks a rule checked after decoding.
+    ranked: tuple[tuple[Sequence[int], float], ...] = ()
 
 
 class PositionItem(NamedTuple):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionPlan, attend, plan_attention
+from .attention import AttentionPlan, attend, plan_attention, plan_queries
 from .cache import KVCache
 from .config import ModelConfig
 from .layers import RMSNorm, SwiGLU, apply_partial_rope, rope_cos_sin
@@ -67,7 +67,9 @@ class SelfAttention(nn.Module):
         q = apply_partial_rope(q.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hq, Lw, D]
         k = apply_partial_rope(k.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hkv, Lw, D]
         v = v.transpose(1, 2)
-        keys, values = (k, v) if cache is None else cache.write(layer, k, v, plan.span)
+        keys, values = (
+            (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
+        )
         out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
         return self.o_proj(out.transpose(1, 2).reshape(b, lw, -1))
 
@@ -87,6 +89,9 @@ class WindowedModel(nn.Module):
 
     config: ModelConfig
     embed: nn.Embedding
+    # Whether `forward_queries` may run a window's positions apart from each other (not for a
+    # trunk whose layers carry state along the sequence, as Gated DeltaNet's do).
+    supports_queries: bool = True
 
     @property
     def dtype(self) -> torch.dtype:
@@ -132,17 +137,14 @@ class WindowedModel(nn.Module):
         matrix product with T columns instead of the full vocabulary."""
         raise NotImplementedError
 
-    def forward(
+    def _check(
         self,
         input_ids: torch.Tensor,
-        cache: KVCache | None = None,
-        window_lens: torch.Tensor | None = None,
-        commit: torch.Tensor | int | None = None,
-    ) -> torch.Tensor:
-        """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
-        `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
-        row or one int, default 0) makes that many leading window tokens part of the prefix.
-        Without a cache the window is each row's whole sequence (training, exact recompute)."""
+        cache: KVCache | None,
+        window_lens: torch.Tensor | None,
+        commit: torch.Tensor | int | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(window_lens, commit counts, prefix lengths) of a window, checked."""
         c = self.config
         if input_ids.dim() != 2 or (cache is not None and input_ids.shape[0] != cache.batch_size):
             raise ValueError(
@@ -177,14 +179,14 @@ class WindowedModel(nn.Module):
                 f"window reaches position {int((prefix + window_lens).max())}, beyond the "
                 f"model's {c.max_position_embeddings} positions"
             )
-        block = c.block_size if c.attention == "block_causal" else None
-        plan = plan_attention(prefix, window_lens, lw, block)
-        if cache is not None:
-            cache.reserve(plan.span)
-        hidden = self._trunk(input_ids, plan, cache)  # [B, Lw, H]
+        return window_lens, counts, prefix
 
+    def _align(
+        self, hidden: torch.Tensor, cache: KVCache | None, counts: torch.Tensor
+    ) -> torch.Tensor:
+        """States aligned to prediction (see the module docstring); commits `counts`."""
         aligned = hidden
-        if c.logits_shift:
+        if self.config.logits_shift:
             first = torch.zeros_like(hidden[:, 0])  # [B, H]
             if cache is not None:
                 first = torch.where(
@@ -192,8 +194,64 @@ class WindowedModel(nn.Module):
                 )
             aligned = torch.cat((first[:, None], hidden[:, :-1]), dim=1)
         if cache is not None:
-            cache.commit(counts, hidden if c.logits_shift else None)
+            cache.commit(counts, hidden if self.config.logits_shift else None)
         return aligned
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: KVCache | None = None,
+        window_lens: torch.Tensor | None = None,
+        commit: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
+        """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
+        `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
+        row or one int, default 0) makes that many leading window tokens part of the prefix.
+        Without a cache the window is each row's whole sequence (training, exact recompute)."""
+        c = self.config
+        window_lens, counts, prefix = self._check(input_ids, cache, window_lens, commit)
+        block = c.block_size if c.attention == "block_causal" else None
+        plan = plan_attention(prefix, window_lens, input_ids.shape[1], block)
+        if cache is not None:
+            cache.reserve(plan.span)
+        return self._align(self._trunk(input_ids, plan, cache), cache, counts)
+
+    def forward_queries(
+        self,
+        input_ids: torch.Tensor,
+        cache: KVCache,
+        window_lens: torch.Tensor,
+        queries: list[list[int]],
+        commit: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
+        """`forward`, recomputing only the window offsets `queries[b]` of each row: their keys
+        and values are rewritten in the cache, and every other window position's are read from
+        it as an earlier forward of the same window left them. Equal to `forward` when every
+        offset is queried; approximate otherwise (the caller queries the positions whose tokens
+        changed since, and those whose states it needs). A row that commits must query all of
+        its window. Returns aligned states `[B, Lw, H]`, zeros where nothing was computed."""
+        c = self.config
+        if not self.supports_queries:
+            raise ValueError(f"{c.model_type}: a window cannot be recomputed in part")
+        window_lens, counts, prefix = self._check(input_ids, cache, window_lens, commit)
+        b, lw = input_ids.shape
+        for row, wanted in enumerate(queries):
+            if any(not 0 <= o < int(window_lens[row]) for o in wanted):
+                raise ValueError(f"queries of row {row} must lie in its window, got {wanted}")
+            if int(counts[row]) and len(set(wanted)) < int(window_lens[row]):
+                raise ValueError("a row that commits must recompute its whole window")
+        rows = [sorted(set(q)) or [0] for q in queries]
+        width = max(len(q) for q in rows)
+        offsets = torch.tensor(
+            [q + [q[0]] * (width - len(q)) for q in rows], dtype=torch.long, device=input_ids.device
+        )  # padding repeats a real query: it writes the same keys, its output is not read
+        block = c.block_size if c.attention == "block_causal" else None
+        plan = plan_queries(prefix, window_lens, lw, offsets, block)
+        cache.reserve(plan.span)
+        hidden = self._trunk(input_ids.gather(1, offsets), plan, cache)  # [B, Q, H]
+        full = hidden.new_zeros(b, lw, hidden.shape[-1])
+        full.scatter_(1, offsets[..., None].expand(-1, -1, hidden.shape[-1]), hidden)
+        return self._align(full, cache, counts)
 
 
 class LinearHead:

@@ -58,6 +58,9 @@ class DecodeRequest:
 class SlotResult:
     tokens: list[int]
     confidence: float  # product of the probabilities the slot's tokens were committed with
+    # A finite slot committed as one option: every option's tokens with its probability among
+    # them, best first (empty otherwise).
+    ranked: tuple[tuple[Sequence[int], float], ...] = ()
 
 
 @dataclass
@@ -66,6 +69,7 @@ class BlockStats:
     steps: int = 0  # denoising steps (forwards that committed tokens of this block)
     answer_tokens: int = 0  # slot positions in the block
     forced: bool = False  # the step cap was reached and the rest was committed greedily
+    positions: int = 0  # window positions its forwards computed (all, or the queried ones)
 
 
 @dataclass

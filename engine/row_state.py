@@ -33,7 +33,12 @@ class RowState:
         self.masked: dict[int, tuple[int, int]] = {}  # absolute position -> (slot, offset)
         self.slot_starts: list[int] = []
         self.slot_logp: list[float] = []
+        self.slot_ranked: list[tuple] = []  # per slot: its options ranked at commit, if any
         self.cached = 0  # tokens committed to this row's cache
+        # The window [start, end) whose keys/values the cache holds after the prefix, from the
+        # row's last forward, and the tokens they were computed from (`Sampler._partial`).
+        self.window_seen: tuple[int, int] | None = None
+        self.window_tokens: list[int] = []
         self.lane: int | None = None
         self.rng: torch.Generator | None = None
 
@@ -68,6 +73,7 @@ class RowState:
                 self.seq[start + offset] = self.mask_id
                 self.masked[start + offset] = (i, offset)
         self.slot_logp = [0.0] * len(block.slots)
+        self.slot_ranked = [()] * len(block.slots)
         self.result.stats.append(BlockStats(answer_tokens=len(self.masked)))
         if block_size is None:
             self.units = [(self.block_start, self.block_end)]
@@ -87,10 +93,17 @@ class RowState:
                 SlotResult(
                     tokens=self.seq[start : start + slot.constraint.length],
                     confidence=math.exp(self.slot_logp[i]),
+                    ranked=self.slot_ranked[i],
                 )
                 for i, (slot, start) in enumerate(zip(block.slots, self.slot_starts, strict=True))
             ]
         )
+
+    def changed_in_window(self) -> list[int]:
+        """Offsets in `window_seen` of the tokens committed since the forward that wrote it."""
+        start, end = self.window_seen or (0, 0)
+        now = self.seq[start:end]
+        return [k for k, (a, b) in enumerate(zip(now, self.window_tokens, strict=True)) if a != b]
 
     def unit_masked(self) -> list[int]:
         """The open positions of the current unit, in order."""

@@ -13,8 +13,12 @@ answer slots fall in for block-causal families (decided left to right, as those 
 trained). A row's window is `[cached, unit end)`; tokens before its unit's model block are
 committed to the cache by the same forward that reads them; for block-causal families the cache
 is exact. Bidirectional families build their prefix cache once per block from a forward over
-prompt + block and then run only the block (approximate, as Fast-dLLM). With `cache=False` every
-step recomputes everything from a fresh cache (exact for all families, and slow).
+prompt + block and then run only the block (approximate, as Fast-dLLM). With `queries` (the
+in-block cache), a step after the first over a window recomputes only its open positions and those
+committed since (`_queries`), reading the rest of the window's keys/values from the cache
+(approximate too; a step that commits to the prefix recomputes its whole window). With
+`cache=False` every step recomputes everything from a fresh cache (exact for all families, and
+slow).
 
 New rows and rows whose prefix must be rebuilt go through a *prefill* forward on a fresh cache and
 then join the lanes of the main cache; rows in lanes step together on views of it, and finished rows
@@ -53,6 +57,10 @@ class SamplerConfig:
     # Positions allowing at most this many tokens are scored from those tokens' logits only
     # (`scoring.py`; exact); 0: every position through the full-vocabulary head.
     head_limit: int = RESTRICTED_LIMIT
+    # After a window's first forward, a step recomputes only the positions still open and those
+    # committed since the last forward (`DiffusionLM.forward_queries`), reading every other
+    # position's keys/values from that forward: approximate; False runs the whole window.
+    queries: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -80,6 +88,7 @@ class Sampler:
         # Without the cache every step recomputes prompt + decided blocks + current unit: exact
         # for every family, and the reference the cached paths are tested against.
         self.exact = not self.config.cache
+        self.partial = self.config.queries and self.config.cache and model.supports_queries
         self.mask_id = c.mask_token_id
         self.max_length = c.max_position_embeddings
         self.width = bitmask_width(c.embedding_size)
@@ -201,6 +210,18 @@ class Sampler:
         return "stay"
 
     # ------------------------------------------------------------------ one step
+    def _queries(self, row: RowState, window: tuple[int, int, int]) -> list[int]:
+        """The window offsets a step recomputes for `row`: its whole window, unless the cache
+        holds the keys/values of this very window from the row's last forward and the step
+        commits nothing; then the offsets whose tokens were committed since, and those whose
+        states predict its open positions (one earlier for families with shifted logits)."""
+        start, end, commit = window
+        if commit or row.window_seen != (start, end):
+            return list(range(end - start))
+        shift = 1 if self.model.config.logits_shift else 0
+        needed = {p - start - shift for p in row.unit_masked()} - {-1}
+        return sorted(needed | set(row.changed_in_window()))
+
     def _window(self, row: RowState, prefill: bool) -> tuple[int, int, int]:
         """(window start, window end, tokens to commit) for this row's next forward."""
         unit_start, unit_end = row.unit
@@ -223,10 +244,20 @@ class Sampler:
         lens = torch.tensor([end - start for start, end, _ in windows])
         commits = torch.tensor([c for _, _, c in windows])
         device = self.model.device
-        hidden = self.model(ids.to(device), cache, window_lens=lens, commit=commits)
-        for row, (_, _, commit) in zip(rows, windows, strict=True):
+        computed = [end - start for start, end, _ in windows]
+        if self.partial and not prefill and cache is not None:
+            queries = [self._queries(row, w) for row, w in zip(rows, windows, strict=True)]
+            computed = [len(q) for q in queries]
+            hidden = self.model.forward_queries(ids.to(device), cache, lens, queries, commits)
+        else:
+            hidden = self.model(ids.to(device), cache, window_lens=lens, commit=commits)
+        for row, (_, end, commit), n in zip(rows, windows, computed, strict=True):
             row.cached = (0 if prefill else row.cached) + commit
             row.stats.nfe += 1
+            row.stats.positions += n
+            # What the cache now holds for the rest of the window: keys/values of these tokens.
+            row.window_seen = (row.cached, end)
+            row.window_tokens = row.seq[row.cached : end]
 
         # Split each row's open slots: finite ones are scored as whole options from the logits of
         # their options' tokens only; the others position by position over the whole vocabulary.

@@ -150,7 +150,7 @@ def score_options(
                     pair_rows.append(len(picks))
                 pairs[k].append(n)
             picks.append((i, pos - starts[i]))
-        layout.append((i, slot_index, positions, opts, len(option_pairs)))
+        layout.append((i, slot_index, positions, opts, options, len(option_pairs)))
         option_tree.extend([len(layout) - 1] * len(opts))
         option_pairs.extend(pairs)
     device = hidden.device
@@ -171,7 +171,7 @@ def score_options(
         torch.tensor([p + [-1] * (depth - len(p)) for p in option_pairs], dtype=torch.long),
         torch.tensor(option_tree, dtype=torch.long),
     )
-    for i, slot_index, positions, opts, first in layout:
+    for i, slot_index, positions, opts, full, first in layout:
         total = totals[first : first + len(opts)]
         row = rows[i]
         if row.rng is not None:
@@ -180,7 +180,9 @@ def score_options(
         else:
             p = torch.softmax(total, -1)
             k = int(torch.argmax(p))  # first of equals: lowest option index
-        yield i, OptionItem(float(p[k]), slot_index, opts[k], positions)
+        order = torch.argsort(p, descending=True, stable=True).tolist()
+        ranked = tuple((full[j], float(p[j])) for j in order)
+        yield i, OptionItem(float(p[k]), slot_index, opts[k], positions, ranked)
 
 
 def _trie_scores(scores: torch.Tensor, pairs: torch.Tensor, trees: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer, QuestionsDoNotFit
 from .questions import CompiledQuestion
 from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
+from .rechoose import depends_on_checks, rechoose
 from .spec import Decoding, JobSpec, Question, Windows
 
 log = logging.getLogger("decide.jobs")
@@ -170,6 +171,7 @@ class DecisionEngine:
                 max_steps=decoding.max_steps,
                 temperature=decoding.temperature,
                 cache=decoding.cache,
+                queries=decoding.in_block_cache,
                 max_tokens_per_step=decoding.max_tokens_per_step,
                 batch_size=self.batch_size,
             ),
@@ -286,16 +288,19 @@ class DecisionEngine:
         result: DecodeResult,
         missing: dict[str, str] | None = None,
     ) -> Decision:
-        decision = Decision(
-            item.doc_id,
-            "error",
-            nfe=result.nfe,
-            answer_tokens=result.answer_tokens,
-            value_tokens=_value_tokens(result, self.packer.filler_id),
-            truncated=doc.truncated,
-            narrowed=_narrowed(doc),
-            extra=item.extra,
-        )
+        def fresh() -> Decision:
+            return Decision(
+                item.doc_id,
+                "error",
+                nfe=result.nfe,
+                answer_tokens=result.answer_tokens,
+                value_tokens=_value_tokens(result, self.packer.filler_id),
+                truncated=doc.truncated,
+                narrowed=_narrowed(doc),
+                extra=item.extra,
+            )
+
+        decision = fresh()
 
         def failed(kind: FailureKind, message: str) -> Decision:
             decision.kind, decision.error = kind, message
@@ -313,9 +318,16 @@ class DecisionEngine:
             )
         answers: dict[str, Any] = {}
         confidence: dict[str, float] = {}
+        ranked: dict[str, list[tuple[Any, float]]] = {}  # options to fall back to (`rechoose`)
+        fallible = depends_on_checks(qset)
         text = item.document or ""
         for group, slot_results in zip(doc.groups, result.slots, strict=True):
             for question, slot_result in zip(group, slot_results, strict=True):
+                if question.id in fallible and slot_result.ranked:
+                    ranked[question.id] = [
+                        (question.slot.decode(list(tokens), self.packer.filler_id).value, p)
+                        for tokens, p in slot_result.ranked
+                    ]
                 try:
                     decoded = question.slot.decode(slot_result.tokens, self.packer.filler_id)
                 except DecodeMismatch as exc:
@@ -336,7 +348,14 @@ class DecisionEngine:
                     )
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence
-        return self.conclude(item, qset, decision, answers, confidence, missing)
+        decision = self.conclude(item, qset, decision, dict(answers), dict(confidence), missing)
+        if decision.kind is FailureKind.rule_violated and ranked:
+            better = rechoose(
+                lambda a, c: self.conclude(item, qset, fresh(), a, c, missing),
+                qset, answers, confidence, ranked,
+            )  # fmt: skip
+            decision = better or decision
+        return decision
 
     def conclude(
         self,

@@ -51,14 +51,23 @@ from .extracted import MissingSpan, copied
 from .failures import FailureKind
 from .questions import CompiledQuestion
 from .window_plan import NoRoom, WindowPlanner, absent_of
-from .windows import Candidate, Window, combinations, combine, rank, ranked, segment, token_starts
+from .windows import (
+    ENFORCE_TRIES,
+    Candidate,
+    Window,
+    combinations,
+    combine,
+    rank,
+    ranked,
+    segment,
+    token_starts,
+)
 
 if TYPE_CHECKING:
     from .decisions import Decision, DecisionEngine, Item
     from .questionset import QuestionSet
 
 log = logging.getLogger("decide.jobs")
-ENFORCE_TRIES = 256  # combinations tried to satisfy the rules after combining
 POOL_BATCHES = 4  # documents pooled per batch slot before their windows are decided
 
 

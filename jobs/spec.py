@@ -104,6 +104,9 @@ class Decoding(Strict):
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
     cache: bool = True
+    # After a block's first forward, steps recompute only its open and newly committed
+    # positions (`engine.sampler`; approximate); false: every step recomputes the whole block.
+    in_block_cache: bool = True
     max_tokens_per_step: int | None = Field(None, ge=1)
 
 

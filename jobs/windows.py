@@ -35,6 +35,7 @@ import numpy as np
 TOKENIZE_CHARS = 1 << 16  # characters tokenized at once when counting a document's tokens
 DEFAULT_OVERLAP = 64  # tokens two consecutive windows may share (whole sentences)
 DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident beats "absent"
+ENFORCE_TRIES = 256  # choices tried, best first, to satisfy rules checked after decoding
 
 # Where a unit ends: after a blank line, a line break, or a sentence's final punctuation (with
 # closing quotes or brackets) followed by whitespace. A cut lies after the whitespace.

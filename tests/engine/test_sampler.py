@@ -112,9 +112,22 @@ def test_cached_equals_recomputed(model_type, tiny_checkpoint) -> None:
     exact = _decode(model_dir, _requests(seed=13, count=6), batch_size=3, cache=False)
     _check_valid(exact)
     if model_type != "llada":
-        cached = _decode(model_dir, _requests(seed=13, count=6), batch_size=3, cache=True)
+        cached = _decode(model_dir, _requests(seed=13, count=6), batch_size=3, queries=False)
         for key in exact:
             assert cached[key].blocks == exact[key].blocks
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_in_block_queries_compute_fewer_positions(model_type, tiny_checkpoint) -> None:
+    """Steps that recompute only the open and newly committed positions (approximate) stay
+    valid, take as many forwards per block, and compute fewer positions than whole windows."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    whole = _decode(model_dir, _requests(seed=14, count=6), batch_size=3, queries=False)
+    part = _decode(model_dir, _requests(seed=14, count=6), batch_size=3, queries=True)
+    _check_valid(part)
+    computed = {name: sum(s.positions for r in runs.values() for s in r.stats)
+                for name, runs in (("whole", whole), ("part", part))}  # fmt: skip
+    assert computed["part"] < computed["whole"], computed
 
 
 def test_same_seed_same_bytes_when_sampling(tiny_checkpoint) -> None:

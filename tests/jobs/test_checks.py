@@ -1,7 +1,8 @@
 """CEL rules (`rules: [{rule, message}]`): refused at spec load when unusable; one over finite
-asked questions is enforced while decoding (never violated); one reading a derived answer is
-checked after decoding, and a row whose answers violate it fails with its message and kind
-`rule_violated`."""
+asked questions is enforced while decoding (never violated); one reading a derived or wide
+answer is checked after decoding: a violating row takes the most confident other options of the
+finite answers the rule depends on that satisfy it, and when there are none it fails with the
+rule's message and kind `rule_violated`."""
 
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ QUESTIONS = [
     {"id": "limit", "text": "Limit?", "schema": {"type": "integer", "minimum": 0, "maximum": 9}},
     {"id": "active", "text": "Active?", "schema": {"type": "boolean"}},
     {"id": "over", "text": "Over?", "derive": "amount > limit", "schema": {"type": "boolean"}},
+    {"id": "n", "text": "N?", "schema": {"type": "integer", "minimum": 0, "maximum": 20000}},
 ]  # fmt: skip
 RULES = [
     {"rule": "amount <= limit + 1", "message": "amount far over the limit"},  # finite: enforced
     {"rule": "active || !over", "message": "an inactive policy over its limit"},  # a derived id
+    {"rule": "n <= 10000", "message": "n too large"},  # a wide integer: no options to fall to
 ]
+FALLIBLE = {"active", "amount", "limit", "over"}  # what re-choosing for rule 1 may change
 
 
 def test_unusable_rules_are_refused_at_spec_load() -> None:
@@ -52,18 +56,26 @@ def test_rules_are_enforced_or_checked_after_decoding(tiny_checkpoint, tmp_path)
         run_job(parse_spec(spec), [path], tmp_path / name, model=model, batch_size=8,
                 progress=False)  # fmt: skip
     free, after, both = (_answers(tmp_path / n) for n in ("free", "after", "both"))
-    # Checked after decoding: the same answers, and a row violating the rule fails with it.
-    failed = 0
+    # Checked after decoding: the same answers where they hold; a row violating rule 1 alone
+    # takes other options of its finite inputs; one violating rule 2 (no options) fails with it.
+    rechosen = failed = 0
     for row, plain in zip(after.iter_rows(named=True), free.iter_rows(named=True), strict=True):
         a = json.loads(plain["answers_json"])
-        if a["active"] or not a["over"]:
+        breaks_1, breaks_2 = not (a["active"] or not a["over"]), a["n"] > 10000
+        if not breaks_1 and not breaks_2:
             assert row["status"] == "ok" and row["answers_json"] == plain["answers_json"]
-        else:
+        elif breaks_2:
             failed += 1
             assert row["status"] == "error" and row["error_kind"] == "rule_violated"
-            assert row["error"] == (f"rule /rules/0 ({RULES[1]['rule']}) violated: "
-                                    f"{RULES[1]['message']}")  # fmt: skip
-    assert 0 < failed < after.height  # the random model violates it sometimes, not always
+            rule = RULES[1] if breaks_1 else RULES[2]
+            assert row["error"] == (f"rule /rules/{0 if breaks_1 else 1} ({rule['rule']}) "
+                                    f"violated: {rule['message']}")  # fmt: skip
+        elif row["status"] == "ok":
+            rechosen += 1
+            b = json.loads(row["answers_json"])
+            assert b["active"] or not b["over"], b
+            assert {q for q in a if a[q] != b[q]} <= FALLIBLE, (a, b)
+    assert 0 < failed < after.height and rechosen > 0  # the random model breaks both
     # Enforced while decoding: the free answers break rule 0 in some rows, the ruled ones never.
     broken = [json.loads(r) for r in free["answers_json"]]
     assert any(a["amount"] > a["limit"] + 1 for a in broken)
@@ -73,7 +85,7 @@ def test_rules_are_enforced_or_checked_after_decoding(tiny_checkpoint, tmp_path)
             assert a["amount"] <= a["limit"] + 1, a
             assert a["active"] or not a["over"], a
         else:
-            assert row["error"].startswith("rule /rules/1 "), row["error"]
+            assert row["error"].startswith(("rule /rules/1 ", "rule /rules/2 ")), row["error"]
     assert both.filter(pl.col("status") == "ok").height > 0
     model_dir = str(model)
     (tmp_path / "spec.json").write_text(json.dumps({"questions": QUESTIONS, "rules": RULES}))

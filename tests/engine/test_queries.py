@@ -1,0 +1,70 @@
+"""Recomputing only some positions of a window (`forward_queries`, the sampler's in-block
+cache): exact where nothing it reads is stale. Recomputing every position equals `forward`, even
+over keys left by a forward of other tokens; recomputing a subset of a window whose tokens have
+not changed since its last forward equals `forward` at those positions; for every family that
+allows it (not the hybrid, whose Gated DeltaNet layers carry a state along the window)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decide.engine import load_model
+
+FAMILIES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "llada2_moe")
+
+
+def _setup(tiny_checkpoint, model_type: str):
+    loaded = load_model(tiny_checkpoint(model_type, init_std=0.2))
+    model = loaded.model
+    c = model.config
+    block = c.block_size if c.attention == "block_causal" else 8
+    gen = torch.Generator().manual_seed(3)
+    vocab = min(c.embedding_size, 1000)
+    prompt = torch.randint(0, vocab, (2, 2 * block), generator=gen)
+    window = torch.randint(0, vocab, (2, block), generator=gen)
+    other = torch.randint(0, vocab, (2, block), generator=gen)
+    return model, prompt, window, other
+
+
+def _cache(model, prompt):
+    cache = model.new_cache(prompt.shape[0], 4 * prompt.shape[1])
+    model(prompt, cache, commit=prompt.shape[1])
+    return cache
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_every_position_recomputed_equals_forward(model_type, tiny_checkpoint) -> None:
+    model, prompt, window, other = _setup(tiny_checkpoint, model_type)
+    lens = torch.tensor([window.shape[1], window.shape[1] - 3])
+    with torch.inference_mode():
+        reference = model(window, _cache(model, prompt), window_lens=lens)
+        cache = _cache(model, prompt)
+        model(other, cache, window_lens=lens)  # keys of other tokens, all to be rewritten
+        everything = [list(range(int(n))) for n in lens]
+        got = model.forward_queries(window, cache, lens, everything)
+    for row, n in enumerate(lens.tolist()):
+        torch.testing.assert_close(got[row, :n], reference[row, :n], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_a_subset_of_an_unchanged_window_equals_forward(model_type, tiny_checkpoint) -> None:
+    model, prompt, window, _ = _setup(tiny_checkpoint, model_type)
+    lens = torch.full((2,), window.shape[1])
+    queries = [[1, 3], [0, 2]]
+    with torch.inference_mode():
+        cache = _cache(model, prompt)
+        reference = model(window, cache, window_lens=lens)
+        got = model.forward_queries(window, cache, lens, queries)
+    shift = 1 if model.config.logits_shift else 0
+    for row, offsets in enumerate(queries):
+        aligned = [o + shift for o in offsets if o + shift < window.shape[1]]
+        torch.testing.assert_close(got[row, aligned], reference[row, aligned], rtol=1e-5, atol=1e-5)
+
+
+def test_the_hybrid_refuses_a_partial_window(tiny_checkpoint) -> None:
+    model = load_model(tiny_checkpoint("qwen3_next", init_std=0.2)).model
+    assert not model.supports_queries
+    cache = model.new_cache(1, 32)
+    with pytest.raises(ValueError, match="cannot be recomputed in part"):
+        model.forward_queries(torch.zeros(1, 4, dtype=torch.long), cache, torch.tensor([4]), [[0]])
