@@ -84,7 +84,9 @@ def leave_job() -> tuple[list[dict], list[tuple[str, dict]], Any]:
     from check_leave import GOLD
 
     spec = load_spec(EXAMPLES / "leave.yaml")
-    questions = [q.model_dump(by_alias=True, exclude_none=True, exclude={"derive"}) for q in spec.questions]
+    questions = [
+        q.model_dump(by_alias=True, exclude_none=True, exclude={"derive"}) for q in spec.questions
+    ]
     frame = pl.read_parquet(EXAMPLES / "leave.parquet").sort("doc_id")
     docs = [(row["document"], GOLD[row["doc_id"]]) for row in frame.iter_rows(named=True)]
     return questions, docs, spec.dates.policy()

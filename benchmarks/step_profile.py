@@ -2,6 +2,7 @@
 
 `--head-limit 0` scores every position through the full-vocabulary head (the path before the
 restricted head); the default limit takes the restricted head where a mask allows few tokens.
+`--in-block 0 1` runs without and with the in-block cache (`decoding.in_block_cache`).
 Wraps the sampler's parts with CPU-time timers (one run per batch size, same documents, after a
 warm-up): the trunk forward (`_trunk`: embeddings + layers over the window), the output head over
 the full vocabulary (`logits`), the head restricted to candidate tokens (`token_logits`), the
@@ -10,7 +11,7 @@ scoring (`_score_options` minus its `token_logits`), commits (`_commit`), and th
 step (Python per-row work: windows, ids, splitting slots). Padding waste is the share of window
 positions a forward computes for padding (rows shorter than the widest row of their group).
 
-    python benchmarks/step_profile.py --docs 16 --batch-sizes 1 16 --head-limit 0 1024
+    python benchmarks/step_profile.py --docs 16 --batch-sizes 1 16 --in-block 0 1
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import common
 
-from decide.engine import load_model
+from decide.engine import commit, load_model, scoring
 from decide.engine import sampler as sampler_module
 from decide.engine.scoring import RESTRICTED_LIMIT
 
@@ -52,17 +53,18 @@ def instrument(model: Any) -> None:
     cls._trunk = timed("forward (trunk)", cls._trunk)
     cls.logits = timed("head, full vocabulary", cls.logits)
     cls.token_logits = timed("head, candidate tokens", cls.token_logits)
-    sampler_module.restricted_confidence = timed(
-        "head, allowed tokens only", sampler_module.restricted_confidence
+    scoring.restricted_confidence = timed(
+        "head, allowed tokens only", scoring.restricted_confidence
     )
-    sampler_module.allowed_pairs = timed("masks (allowed pairs)", sampler_module.allowed_pairs)
-    sampler_module.allowed_counts = timed("masks (allowed counts)", sampler_module.allowed_counts)
+    scoring.allowed_pairs = timed("masks (allowed pairs)", scoring.allowed_pairs)
+    scoring.allowed_counts = timed("masks (allowed counts)", scoring.allowed_counts)
+    scoring.bitmasks = timed("masks (fill_bitmask)", scoring.bitmasks)
+    scoring.masked_confidence = timed("masked_confidence", scoring.masked_confidence)
+    commit.masked_confidence = scoring.masked_confidence
+    commit.CommitPolicy.commit = timed("commits", commit.CommitPolicy.commit)
     s = sampler_module.Sampler
-    s._bitmasks = timed("masks (fill_bitmask)", s._bitmasks)
-    s._commit = timed("commits", s._commit)
     s._step = timed("step", s._step)
     sampler_module.score_options = timed("option scoring", sampler_module.score_options, True)
-    sampler_module.masked_confidence = timed("masked_confidence", sampler_module.masked_confidence)
     window = s._window
 
     def counting(self: Any, rows: list, cache: Any, prefill: bool) -> None:
@@ -70,7 +72,13 @@ def instrument(model: Any) -> None:
         width = max(end - start for start, end, _ in windows)
         PADDING["positions"] += width * len(rows)
         PADDING["padded"] += width * len(rows) - sum(end - start for start, end, _ in windows)
-        return step(self, rows, cache, prefill)
+        before = TIMES["forward (trunk)"]
+        try:
+            return step(self, rows, cache, prefill)
+        finally:  # the trunk's time split by the kind of forward
+            kind = "prefill (prompt + block)" if prefill else "steps"
+            TIMES[f"forward (trunk), {kind}"] += TIMES["forward (trunk)"] - before
+            TIMES["forward (trunk)"] = before
 
     step = s._step
     s._step = counting
@@ -82,7 +90,9 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 16])
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--head-limit", type=int, nargs="*", default=[0, RESTRICTED_LIMIT])
+    parser.add_argument("--head-limit", type=int, nargs="*", default=[RESTRICTED_LIMIT])
+    parser.add_argument("--in-block", type=int, nargs="*", default=[0, 1],
+                        help="decoding.in_block_cache off (0) and/or on (1)")  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     path = common.bundled()
@@ -96,8 +106,9 @@ def main() -> None:
     instrument(loaded.model)
     print(f"Machine: {common.describe_machine(args.threads)}; {args.docs} documents × 8 questions")
     rows = []
-    for batch, limit in [(b, h) for b in args.batch_sizes for h in args.head_limit]:
-        common.set_decoding(eng, batch_size=batch)
+    runs = [(b, h, q) for b in args.batch_sizes for h in args.head_limit for q in args.in_block]
+    for batch, limit, in_block in runs:
+        common.set_decoding(eng, batch_size=batch, in_block_cache=bool(in_block))
         eng.sampler.config = dataclasses.replace(eng.sampler.config, head_limit=limit)
         TIMES.clear()
         PADDING.update(positions=0, padded=0)
@@ -115,13 +126,15 @@ def main() -> None:
         share = PADDING["padded"] / max(PADDING["positions"], 1)
         for name, ms in parts.items():
             share_ms = f"{100 * ms / (1000 * total / len(docs)):.0f}%"
-            rows.append([batch, limit, name, f"{ms:.1f}", share_ms])
+            if ms:
+                rows.append([batch, limit, in_block, name, f"{ms:.1f}", share_ms])
+        rows.append([batch, limit, in_block, "**total**", f"{1000 * total / len(docs):.1f}",
+                     f"nfe {nfe:.1f}"])  # fmt: skip
         rows.append(
-            [batch, limit, "**total**", f"{1000 * total / len(docs):.1f}", f"nfe {nfe:.1f}"]
+            [batch, limit, in_block, "padding (window positions)", "", f"{100 * share:.0f}%"]
         )
-        rows.append([batch, limit, "padding (window positions)", "", f"{100 * share:.0f}%"])
-    header = ["batch", "head_limit", "part", "CPU ms / document", "share"]
-    print(common.table(header, rows, "rrlrr"))
+    header = ["batch", "head_limit", "in_block_cache", "part", "CPU ms / document", "share"]
+    print(common.table(header, rows, "rrrlrr"))
 
 
 if __name__ == "__main__":

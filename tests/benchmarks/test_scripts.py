@@ -27,6 +27,7 @@ CASES = {
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
     "contractnli": ["--split", "validation", "--docs", "1"],
     "rules": ["--docs", "2"],
+    "step_profile": ["--docs", "2", "--batch-sizes", "2"],
 }  # fmt: skip
 
 
