@@ -213,14 +213,23 @@ class Sampler:
     def _queries(self, row: RowState, window: tuple[int, int, int]) -> list[int]:
         """The window offsets a step recomputes for `row`: its whole window, unless the cache
         holds the keys/values of this very window from the row's last forward and the step
-        commits nothing; then the offsets whose tokens were committed since, and those whose
-        states predict its open positions (one earlier for families with shifted logits)."""
+        commits nothing; then the offsets whose tokens were committed since, those whose states
+        predict its open positions (one earlier for families with shifted logits), and the
+        skeleton token on either side of each slot still open."""
         start, end, commit = window
         if commit or row.window_seen != (start, end):
             return list(range(end - start))
         shift = 1 if self.model.config.logits_shift else 0
-        needed = {p - start - shift for p in row.unit_masked()} - {-1}
-        return sorted(needed | set(row.changed_in_window()))
+        open_positions = row.unit_masked()
+        needed = {p - start - shift for p in open_positions} - {-1}
+        # The skeleton tokens either side of a slot still being decided (its key's `":` and the
+        # `,` or `}` after it) are recomputed too: stale, they kept the slot's value length from
+        # the first forward (a free "4,275" read as 427 on the bundled model).
+        for slot in {row.masked[p][0] for p in open_positions}:
+            first = row.slot_starts[slot] - start
+            needed |= {first - 1, first + row.slots()[slot].constraint.length}
+        width = end - start
+        return sorted({k for k in needed if 0 <= k < width} | set(row.changed_in_window()))
 
     def _window(self, row: RowState, prefill: bool) -> tuple[int, int, int]:
         """(window start, window end, tokens to commit) for this row's next forward."""
