@@ -318,16 +318,12 @@ class DecisionEngine:
             )
         answers: dict[str, Any] = {}
         confidence: dict[str, float] = {}
-        ranked: dict[str, list[tuple[Any, float]]] = {}  # options to fall back to (`rechoose`)
-        fallible = depends_on_checks(qset)
+        options = {}  # each answer's ranked options, decoded only if a rule is violated
         text = item.document or ""
         for group, slot_results in zip(doc.groups, result.slots, strict=True):
             for question, slot_result in zip(group, slot_results, strict=True):
-                if question.id in fallible and slot_result.ranked:
-                    ranked[question.id] = [
-                        (question.slot.decode(list(tokens), self.packer.filler_id).value, p)
-                        for tokens, p in slot_result.ranked
-                    ]
+                if slot_result.ranked:
+                    options[question.id] = (question, slot_result.ranked)
                 try:
                     decoded = question.slot.decode(slot_result.tokens, self.packer.filler_id)
                 except DecodeMismatch as exc:
@@ -349,7 +345,16 @@ class DecisionEngine:
                 answers[question.id] = decoded.value
                 confidence[question.id] = slot_result.confidence
         decision = self.conclude(item, qset, decision, dict(answers), dict(confidence), missing)
-        if decision.kind is FailureKind.rule_violated and ranked:
+        if decision.kind is not FailureKind.rule_violated:
+            return decision
+        fallible = depends_on_checks(qset)
+        ranked = {
+            qid: [(q.slot.decode(list(tokens), self.packer.filler_id).value, p)
+                  for tokens, p in opts]
+            for qid, (q, opts) in options.items()
+            if qid in fallible
+        }  # fmt: skip
+        if ranked:
             better = rechoose(
                 lambda a, c: self.conclude(item, qset, fresh(), a, c, missing),
                 qset, answers, confidence, ranked,
