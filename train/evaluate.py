@@ -4,8 +4,8 @@ Synthetic documents come from the *test* split of `synthetic` (templates and ent
 in training). Questions whose answer is stated in the document and questions derived from several
 facts (`synthetic.DERIVED`) are reported separately, with the share of documents whose every
 answer is right and the number of violated dependencies (`synthetic.DEPENDENCIES`) among the
-produced answers. Strings are compared case-insensitively, because an uncased vocabulary (the
-bundled model's) cannot spell upper case; everything else must match exactly.
+produced answers. Strings are compared without case or accents, because an uncased vocabulary (the
+bundled model's) can spell neither; everything else must match exactly.
 
 MAMS val: sentiment accuracy on the annotated aspects and mention accuracy (mentioned or not) over
 all eight aspects, next to majority-class baselines taken from the train split.
@@ -14,6 +14,7 @@ all eight aspects, next to majority-class baselines taken from the train split.
 from __future__ import annotations
 
 import random
+import unicodedata
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +23,19 @@ from typing import Any
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.spec import Question
 
-from . import mams, synthetic
+from . import handwritten, mams, synthetic
+
+
+def folded(text: str) -> str:
+    """`text` without case or accents: what an uncased vocabulary (BERT's, the bundled model's)
+    can spell of it ("Sofía Şahin" → "sofia sahin")."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def same(answer: Any, gold: Any) -> bool:
     if isinstance(answer, str) and isinstance(gold, str):
-        return answer.casefold() == gold.casefold()
+        return folded(answer) == folded(gold)
     return type(answer) is type(gold) and answer == gold
 
 
@@ -186,4 +194,50 @@ def evaluate_mams(engine: DecisionEngine, limit: int | None = None) -> MamsRepor
             if mentioned:
                 report.sentiment.add(pred == truth)
                 report.sentiment_baseline.add(truth == majority)
+    return report
+
+
+@dataclass
+class HandwrittenReport:
+    """Answers and documents right per domain group of the hand-written documents."""
+
+    answers: dict[str, Tally] = field(default_factory=dict)  # by group ("trained", "new")
+    documents: dict[str, Tally] = field(default_factory=dict)  # every asked answer right
+    per_question: dict[str, Tally] = field(default_factory=dict)  # "domain/question"
+    per_domain: dict[str, Tally] = field(default_factory=dict)  # answers, by domain
+    failed_rows: int = 0
+    misses: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # id, q, got, gold
+
+
+def group_of(domain: str) -> str:
+    return "trained" if handwritten.DOMAINS[domain].trained else "new"
+
+
+def evaluate_handwritten(
+    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+) -> HandwrittenReport:
+    """Decide every document with its asked questions in one block, as a user's job would (its
+    string questions `extract: true`); strings are compared without case."""
+    items = [
+        Item(i, doc.text, engine.questions([Question.model_validate(q) for q in doc.questions]))
+        for i, doc in enumerate(documents)
+    ]
+    decided = _decide(engine, items)
+    report = HandwrittenReport()
+    for i, doc in enumerate(documents):
+        d = decided[i]
+        if not d.ok:
+            report.failed_rows += 1
+        got = d.answers or {}
+        group = group_of(doc.domain)
+        all_right = True
+        for qid, gold in doc.gold.items():
+            ok = qid in got and same(got[qid], gold)
+            all_right &= ok
+            report.answers.setdefault(group, Tally()).add(ok)
+            report.per_domain.setdefault(doc.domain, Tally()).add(ok)
+            report.per_question.setdefault(f"{doc.domain}/{qid}", Tally()).add(ok)
+            if not ok:
+                report.misses.append((doc.id, qid, got.get(qid), gold))
+        report.documents.setdefault(group, Tally()).add(all_right)
     return report
