@@ -8,6 +8,7 @@ option becomes one `TrainConfig`; usage errors exit 2 with the reason.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -60,7 +61,7 @@ Examples:
     help="End after this step, keeping the LR schedule of --steps (repeats a --minutes cut).",
 )
 @click.option("--batch-size", type=int, default=8, show_default=True)
-@click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--lr", type=float, help="Learning rate [default: 2e-4; the recipe's 5e-5].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--weighting",
@@ -108,6 +109,21 @@ Examples:
     help="--recipe bundled: share of the rows that are ContractNLI windows (default: the "
     "recipe's).",
 )
+@click.option(
+    "--start",
+    type=click.Choice(["shipped", "minilm"]),
+    default="shipped",
+    show_default=True,
+    help="--recipe bundled without --init: start from the weights shipped before the recipe "
+    "(read from git history, checked by SHA-256) or from MiniLM.",
+)
+@click.option(
+    "--handwritten-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="--recipe bundled: share of the rows that are hand-written training documents "
+    "(default: the recipe's).",
+)
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
 def train(
@@ -124,7 +140,7 @@ def train(
     minutes: float | None,
     stop_at: int | None,
     batch_size: int,
-    lr: float,
+    lr: float | None,
     seed: int,
     weighting: str,
     cap_weight: bool,
@@ -134,6 +150,8 @@ def train(
     workers: int,
     save_every: int,
     windows_share: float | None,
+    start: str,
+    handwritten_share: float | None,
     resume: bool,
     progress: bool | None,
 ) -> None:
@@ -143,16 +161,20 @@ def train(
 
     try:
         if recipe == "bundled":
-            from decide.train.bundled import RECIPE_STEPS as default_steps
+            from decide.train.bundled import RECIPE_LR as default_lr
+            from decide.train.bundled import RECIPE_STEPS
+
+            default_steps = RECIPE_STEPS["minilm" if init is None and start == "minilm" else
+                                         "shipped"]  # fmt: skip
         else:
-            default_steps = TrainConfig.steps
+            default_steps, default_lr = TrainConfig.steps, TrainConfig.lr
         config = TrainConfig(
             steps=steps or default_steps,
             minutes=minutes,
             stop_at=stop_at,
             seed=seed,
             batch_size=batch_size,
-            lr=lr,
+            lr=lr or default_lr,
             weighting=weighting,
             cap_weight=cap_weight,
             option_masking=option_masking,
@@ -162,10 +184,17 @@ def train(
             save_every=save_every,
         )
         if recipe == "bundled":
-            from decide.train.bundled import CONTRACTNLI_SHARE, PACKAGE_MODEL, build
+            from decide.train.bundled import (
+                CONTRACTNLI_SHARE,
+                HANDWRITTEN_SHARE,
+                PACKAGE_MODEL,
+                build,
+            )
 
             if windows_share is None:
                 windows_share = CONTRACTNLI_SHARE
+            if handwritten_share is None:
+                handwritten_share = HANDWRITTEN_SHARE
 
             summary = build(
                 work,
@@ -175,6 +204,9 @@ def train(
                 progress=progress,
                 init=init,
                 windows_share=windows_share,
+                start=start,
+                written_share=handwritten_share,
+                command=" ".join(["decide", *sys.argv[1:]]),
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:
