@@ -27,7 +27,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import common
 import torch
@@ -38,6 +44,8 @@ from decide.schemas.dates import DatePolicy
 from decide.train import handwritten
 from decide.train.evaluate import (
     HandwrittenReport,
+    MamsReport,
+    SyntheticReport,
     evaluate_handwritten,
     evaluate_mams,
     evaluate_synthetic,
@@ -66,28 +74,33 @@ SECTIONS = ("handwritten", "mams", "synthetic")
 GROUPS = {"trained": "claims, loans, tickets (trained)", "new": "leave, rental (never trained)"}
 
 
-def handwritten_table(reports: dict[str, HandwrittenReport], misses: bool) -> None:
-    """Validation and test side by side; per question and the misses for validation only."""
-    splits = list(reports)
-    print("| hand-written documents | " + " | ".join(splits) + " | target |")
-    print("|---|" + "---:|" * len(splits) + "---:|")
+MODES = {False: "asked", True: "derived"}
+
+
+def handwritten_table(reports: dict[tuple[str, bool], HandwrittenReport], misses: bool) -> None:
+    """Validation and test side by side, every answer asked of the model or the derived ones
+    computed by `derive:` rules; per question and the misses for validation (asked) only."""
+    keys = list(reports)
+    print("| hand-written documents | " + " | ".join(f"{s}, {MODES[d]}" for s, d in keys)
+          + " | target |")  # fmt: skip
+    print("|---|" + "---:|" * len(keys) + "---:|")
     for group, name in GROUPS.items():
         for kind, tallies, target in (
             ("answers right", "answers", "≥ 85 %"),
             ("documents fully right", "documents", "≥ 50 %"),
         ):
             cells = []
-            for split in splits:
-                t = getattr(reports[split], tallies).get(group)
+            for key in keys:
+                t = getattr(reports[key], tallies).get(group)
                 cells.append(f"{pct(t.rate)} of {t.total}" if t else "–")
             print(f"| {name}: {kind} | " + " | ".join(cells) + f" | {target} |")
-    failed = ", ".join(f"{s} {r.failed_rows}" for s, r in reports.items())
+    failed = ", ".join(f"{s} {MODES[d]} {r.failed_rows}" for (s, d), r in reports.items())
     print(f"\nrows refused or failed: {failed}")
-    for split, report in reports.items():
+    for (split, derive), report in reports.items():
         domains = ", ".join(f"{d} {pct(t.rate)}" for d, t in report.per_domain.items())
-        print(f"{split} by domain: {domains}")
-    if "validation" in reports:
-        report = reports["validation"]
+        print(f"{split}, {MODES[derive]}, by domain: {domains}")
+    if ("validation", False) in reports:
+        report = reports[("validation", False)]
         print("validation per question: " + ", ".join(
             f"{q} {pct(t.rate)}" for q, t in sorted(report.per_question.items())))  # fmt: skip
         if misses:
@@ -109,7 +122,12 @@ def main() -> None:
         help="hand-written splits to decide",
     )  # fmt: skip
     parser.add_argument("--misses", action="store_true", help="list validation misses")
+    parser.add_argument(
+        "--summary", type=Path, default=None,
+        help="write the figures into this train_summary.json (the model's, when shipping it)",
+    )  # fmt: skip
     args = parser.parse_args()
+    figures: dict[str, Any] = {}
     loaded = common.load_trained(args.model)
     path = loaded.path
     print(f"model: {path} ({loaded.config.model_type}, {loaded.parameter_count():,} parameters, "
@@ -125,18 +143,42 @@ def main() -> None:
             loaded, Decoding(), batch_size=args.batch_size, dates=DatePolicy(order="day_first")
         )
         reports = {
-            split: evaluate_handwritten(dated, handwritten.load_split(split))
+            (split, derive): evaluate_handwritten(dated, handwritten.load_split(split), derive)
             for split in args.splits
+            for derive in (False, True)
         }
         handwritten_table(reports, args.misses)
+        figures["handwritten"] = {
+            f"{split}, {MODES[derive]}": {
+                f"{group} {kind}": round(100 * t.rate, 1)
+                for kind in ("answers", "documents")
+                for group, t in getattr(report, kind).items()
+            }
+            for (split, derive), report in reports.items()
+        }
     if "mams" in args.sections:
-        mams_table(engine(), args.mams)
+        mams = mams_table(engine(), args.mams)
+        figures["mams_val"] = {"sentiment": round(100 * mams.sentiment.rate, 1),
+                               "mention": round(100 * mams.mention.rate, 1)}  # fmt: skip
     if "synthetic" in args.sections:
-        synthetic_tables(engine, args)
+        joint, extracted, numbers = synthetic_tables(engine, args)
+        figures["synthetic_test"] = {
+            name: {k: round(100 * getattr(r, k).rate, 1) for k in ("stated", "derived", "documents")}
+            for name, r in (("free strings", joint), ("strings extracted", extracted),
+                            ("strings and integers extracted", numbers))
+        }  # fmt: skip
+    if args.summary is not None:
+        summary = json.loads(args.summary.read_text())
+        summary["figures"] = {
+            "command": shlex.join(["python", *sys.argv]),
+            "date": time.strftime("%Y-%m-%d"),
+            **figures,
+        }
+        args.summary.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"evaluation time: {(time.monotonic() - started) / 60:.1f} min")
 
 
-def mams_table(engine: DecisionEngine, limit: int) -> None:
+def mams_table(engine: DecisionEngine, limit: int) -> MamsReport:
     mams = evaluate_mams(engine, limit=limit)
     print(f"| MAMS-ACSA val ({min(limit, 400)} reviews, human-written, never trained on) "
           "| model | majority baseline | target |")  # fmt: skip
@@ -151,9 +193,12 @@ def mams_table(engine: DecisionEngine, limit: int) -> None:
         f"{pct(mams.mention_baseline.rate)} (never mentioned) | ≥ 95 % |"
     )
     print()
+    return mams
 
 
-def synthetic_tables(engine, args: argparse.Namespace) -> None:
+def synthetic_tables(
+    engine: Callable[..., DecisionEngine], args: argparse.Namespace
+) -> tuple[SyntheticReport, SyntheticReport, SyntheticReport]:
     """Generator-written documents (what the model has learnt of our templates), last."""
     docs = synthetic_documents(args.docs, seed=args.seed)
     joint = evaluate_synthetic(engine(), docs, joint=True)
@@ -209,6 +254,8 @@ def synthetic_tables(engine, args: argparse.Namespace) -> None:
     print(f"forward passes/doc: free strings {joint.nfe / args.docs:.1f}, "
           f"strings extracted {extracted.nfe / args.docs:.1f}, "
           f"strings and integers extracted {numbers.nfe / args.docs:.1f}")  # fmt: skip
+
+    return joint, extracted, numbers
 
 
 if __name__ == "__main__":

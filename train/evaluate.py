@@ -214,14 +214,21 @@ def group_of(domain: str) -> str:
 
 
 def evaluate_handwritten(
-    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+    engine: DecisionEngine, documents: Sequence[handwritten.Document], derive: bool = False
 ) -> HandwrittenReport:
     """Decide every document with its asked questions in one block, as a user's job would (its
-    string questions `extract: true`); strings are compared without case."""
-    items = [
-        Item(i, doc.text, engine.questions([Question.model_validate(q) for q in doc.questions]))
-        for i, doc in enumerate(documents)
-    ]
+    string and integer questions `extract: true`); strings are compared without case or
+    accents. With `derive`, the derived answers are `derive:` rules over their inputs (asked
+    too, not scored unless asked), as `examples/claims.yaml` does, instead of asked of the
+    model."""
+    items = []
+    for i, doc in enumerate(documents):
+        asked = doc.questions
+        if derive:
+            asked = handwritten.DOMAINS[doc.domain].derived_questions(asked)
+        items.append(
+            Item(i, doc.text, engine.questions([Question.model_validate(q) for q in asked]))
+        )
     decided = _decide(engine, items)
     report = HandwrittenReport()
     for i, doc in enumerate(documents):

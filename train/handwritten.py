@@ -44,6 +44,18 @@ class Domain:
     derived: dict[str, Callable[[dict[str, Any]], Any]]  # id -> answer from the facts
     inputs: dict[str, set[str]]  # derived id -> the facts it reads
     trained: bool  # the bundled model is trained on this domain
+    rules: dict[str, str]  # derived id -> the same rule as a CEL `derive:` expression
+
+    def derived_questions(self, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`asked` as a job that derives what it can (`derive:` with `rules`), its inputs asked
+        too: the questions in the domain's order (the inputs may add some not asked)."""
+        ids = {q["id"] for q in asked}
+        needed = ids | {name for qid in ids & set(self.rules) for name in self.inputs[qid]}
+        return [
+            {**q, "derive": self.rules[q["id"]]} if q["id"] in self.rules else q
+            for q in self.questions
+            if q["id"] in needed
+        ]
 
     @property
     def facts(self) -> list[str]:
@@ -124,6 +136,10 @@ DOMAINS: dict[str, Domain] = {
             "eligible": {"policy_active", "amount", "policy_limit"},
         },
         trained=True,
+        rules={
+            "over_limit": "amount > policy_limit",
+            "eligible": "policy_active && amount <= policy_limit",
+        },
     ),
     "loans": Domain(
         "loans",
@@ -139,6 +155,10 @@ DOMAINS: dict[str, Domain] = {
             "approve": {"employed", "prior_default", "requested", "income"},
         },
         trained=True,
+        rules={
+            "within_income": "requested <= income",
+            "approve": "employed && !prior_default && requested <= income",
+        },
     ),
     "tickets": Domain(
         "tickets",
@@ -152,6 +172,11 @@ DOMAINS: dict[str, Domain] = {
             "priority": {"urgent", "category"},
         },
         trained=True,
+        rules={
+            "refund_eligible": "refund_requested && days_since_purchase <= 30",
+            "priority": 'urgent ? "high" : (category in ["billing", "technical"] ? "medium" : '
+            '"low")',
+        },
     ),
     "leave": Domain(
         "leave",
@@ -159,6 +184,7 @@ DOMAINS: dict[str, Domain] = {
         {"within_balance": lambda f: f["days"] <= f["balance"]},
         {"within_balance": {"days", "balance"}},
         trained=False,
+        rules={"within_balance": "days <= balance"},
     ),
     "rental": Domain(
         "rental",
@@ -166,6 +192,7 @@ DOMAINS: dict[str, Domain] = {
         {"affordable": lambda f: f["monthly_income"] >= 3 * f["monthly_rent"]},
         {"affordable": {"monthly_income", "monthly_rent"}},
         trained=False,
+        rules={"affordable": "monthly_income >= 3 * monthly_rent"},
     ),
 }
 

@@ -28,6 +28,7 @@ CASES = {
     "contractnli": ["--split", "validation", "--docs", "1"],
     "rules": ["--docs", "2"],
     "step_profile": ["--docs", "2", "--batch-sizes", "2"],
+    "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation"],
 }  # fmt: skip
 
 
