@@ -27,7 +27,7 @@ import random
 import shutil
 import subprocess
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ DRILL_WEIGHTS = {
 # `decide run` reads long documents (`train.windows`); EVIDENCE_SHARE of those windows hold the
 # gold evidence of one of the block's hypotheses.
 # 0 since the recipe starts from the shipped weights: windows did not lift ContractNLI validation
-# above its majority label (docs/long-documents.md) and would take 40 % of the steps.
+# above its majority label (docs/jobs.md, long documents) and would take 40 % of the steps.
 CONTRACTNLI_SHARE = 0.0
 EVIDENCE_SHARE = 0.5
 FOUND_WEIGHT = 3.0  # loss weight of a window's answers that are not the absent value
@@ -325,7 +325,7 @@ def build(
             "name": START.name if init == work / "start" else str(init),
             "model_sha256": sha256_of(init / "model.safetensors"),
         },
-        "config": {k: v for k, v in vars(config).items()},
+        "config": asdict(config),
         "shares": {
             "contractnli_windows": windows_share,
             "handwritten": written_share,

@@ -9,25 +9,28 @@ sees in training (`leave`, `rental`). Each line is one document:
     {"id": "...", "voice": "...", "text": "...", "facts": {...}, "ask": ["...", ...]}
 
 `facts` gives every stated fact of the domain (`null` where the document does not determine it);
-derived answers are computed here from the facts (`Domain.derive`), never written by hand. `ask`
-lists the 4-8 question ids asked of the document, in any order; they are asked in the domain's
-order. `load(split, domain)` returns `Document`s with their questions and gold answers, after
-`check` has found nothing wrong; `check` returns every problem it finds, each naming the file,
-line and field. The `test` split is held out: nothing in `decide` trains or tunes on it.
+derived answers are computed from the facts by each domain's CEL rules (`Domain.rules`, evaluated
+as a job's `derive:` questions are), never written by hand. `ask` lists the 4-8 question ids
+asked of the document, in any order; they are asked in the domain's order. `read(file, domain)`
+returns a file's documents and every problem found in it, each naming the file, line and field;
+`load(split, domain)` returns `Document`s with their questions and gold answers, or raises when a
+file has problems. The `test` split is held out: nothing in `decide` trains or tunes on it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+
+from decide.jobs.derive import DerivePlan, plan_derived
 
 from .synthetic import CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS
 
@@ -41,36 +44,39 @@ MAX_WORDS = 260  # a document and its eight questions must fit the bundled model
 class Domain:
     name: str
     questions: list[dict[str, Any]]  # job-format questions, in the order they are asked
-    derived: dict[str, Callable[[dict[str, Any]], Any]]  # id -> answer from the facts
-    inputs: dict[str, set[str]]  # derived id -> the facts it reads
+    rules: dict[str, str]  # derived id -> its rule, a CEL `derive:` expression over facts
     trained: bool  # the bundled model is trained on this domain
-    rules: dict[str, str]  # derived id -> the same rule as a CEL `derive:` expression
 
-    def derived_questions(self, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`asked` as a job that derives what it can (`derive:` with `rules`), its inputs asked
-        too: the questions in the domain's order (the inputs may add some not asked)."""
-        ids = {q["id"] for q in asked}
-        needed = ids | {name for qid in ids & set(self.rules) for name in self.inputs[qid]}
-        return [
-            {**q, "derive": self.rules[q["id"]]} if q["id"] in self.rules else q
-            for q in self.questions
-            if q["id"] in needed
-        ]
+    @functools.cached_property
+    def plan(self) -> DerivePlan:
+        """The rules as `decide` evaluates a job's `derive:` questions (`jobs.derive`)."""
+        return plan_derived(
+            [(q["id"], q["schema"], self.rules.get(q["id"])) for q in self.questions]
+        )
 
     @property
     def facts(self) -> list[str]:
-        return [q["id"] for q in self.questions if q["id"] not in self.derived]
+        return [q["id"] for q in self.questions if q["id"] not in self.rules]
 
     def question(self, qid: str) -> dict[str, Any]:
         return next(q for q in self.questions if q["id"] == qid)
 
     def derive(self, facts: dict[str, Any]) -> dict[str, Any]:
         """Every answer: the facts, and each derived answer whose inputs are all known."""
-        out = dict(facts)
-        for qid, rule in self.derived.items():
-            if all(facts.get(name) is not None for name in self.inputs[qid]):
-                out[qid] = rule(facts)
-        return out
+        known = {k: v for k, v in facts.items() if v is not None}
+        values, _, _ = self.plan.evaluate(known, {})  # an unknown input leaves its rule out
+        return {**facts, **values}
+
+    def derived_questions(self, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`asked` as a job that derives what it can (`derive:` with `rules`), its inputs asked
+        too: the questions in the domain's order (the inputs may add some not asked)."""
+        ids = {q["id"] for q in asked}
+        needed = ids | {i for d in self.plan.order if d.id in ids for i in d.asked}
+        return [
+            {**q, "derive": self.rules[q["id"]]} if q["id"] in self.rules else q
+            for q in self.questions
+            if q["id"] in needed
+        ]
 
 
 def _extracting(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -83,12 +89,6 @@ def _extracting(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {**q, "extract": True} if q["schema"].get("type") in ("string", "integer") else dict(q)
         for q in questions
     ]
-
-
-def _priority(f: dict[str, Any]) -> str:
-    if f["urgent"]:
-        return "high"
-    return "medium" if f["category"] in ("billing", "technical") else "low"
 
 
 LEAVE_QUESTIONS = [
@@ -128,71 +128,41 @@ DOMAINS: dict[str, Domain] = {
         "claims",
         _extracting(CLAIM_QUESTIONS),
         {
-            "over_limit": lambda f: f["amount"] > f["policy_limit"],
-            "eligible": lambda f: f["policy_active"] and f["amount"] <= f["policy_limit"],
-        },
-        {
-            "over_limit": {"amount", "policy_limit"},
-            "eligible": {"policy_active", "amount", "policy_limit"},
-        },
-        trained=True,
-        rules={
             "over_limit": "amount > policy_limit",
             "eligible": "policy_active && amount <= policy_limit",
         },
+        trained=True,
     ),
     "loans": Domain(
         "loans",
         _extracting(LOAN_QUESTIONS),
         {
-            "within_income": lambda f: f["requested"] <= f["income"],
-            "approve": lambda f: (
-                f["employed"] and not f["prior_default"] and f["requested"] <= f["income"]
-            ),
-        },
-        {
-            "within_income": {"requested", "income"},
-            "approve": {"employed", "prior_default", "requested", "income"},
-        },
-        trained=True,
-        rules={
             "within_income": "requested <= income",
             "approve": "employed && !prior_default && requested <= income",
         },
+        trained=True,
     ),
     "tickets": Domain(
         "tickets",
         _extracting(TICKET_QUESTIONS),
         {
-            "refund_eligible": lambda f: f["refund_requested"] and f["days_since_purchase"] <= 30,
-            "priority": _priority,
-        },
-        {
-            "refund_eligible": {"refund_requested", "days_since_purchase"},
-            "priority": {"urgent", "category"},
-        },
-        trained=True,
-        rules={
             "refund_eligible": "refund_requested && days_since_purchase <= 30",
             "priority": 'urgent ? "high" : (category in ["billing", "technical"] ? "medium" : '
             '"low")',
         },
+        trained=True,
     ),
     "leave": Domain(
         "leave",
         _extracting(LEAVE_QUESTIONS),
-        {"within_balance": lambda f: f["days"] <= f["balance"]},
-        {"within_balance": {"days", "balance"}},
+        {"within_balance": "days <= balance"},
         trained=False,
-        rules={"within_balance": "days <= balance"},
     ),
     "rental": Domain(
         "rental",
         _extracting(RENTAL_QUESTIONS),
-        {"affordable": lambda f: f["monthly_income"] >= 3 * f["monthly_rent"]},
-        {"affordable": {"monthly_income", "monthly_rent"}},
+        {"affordable": "monthly_income >= 3 * monthly_rent"},
         trained=False,
-        rules={"affordable": "monthly_income >= 3 * monthly_rent"},
     ),
 }
 
