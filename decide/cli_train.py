@@ -47,6 +47,13 @@ def _command(ctx: click.Context) -> str:
     return shlex.join(parts)
 
 
+def _recipe_fraction(flag: str, text: str):
+    """An option of `--recipe bundled` taking a number in [0, 1], None when not given."""
+    return click.option(
+        flag, type=click.FloatRange(0.0, 1.0), default=None, help=f"--recipe bundled: {text}"
+    )
+
+
 @click.command(epilog=TRAIN_EXAMPLES)
 @click.argument("data", required=False, type=click.Path(path_type=Path))
 @click.option("--recipe", type=click.Choice(["bundled"]), help="Rebuild a shipped model.")
@@ -121,12 +128,8 @@ def _command(ctx: click.Context) -> str:
     "--save-every", type=click.IntRange(min=1), default=200, show_default=True,
     help="Steps between checkpoints (the run can resume from the last one).",
 )  # fmt: skip
-@click.option(
-    "--windows-share",
-    type=click.FloatRange(0.0, 1.0),
-    default=None,
-    help="--recipe bundled: share of the rows that are ContractNLI windows (default: the "
-    "recipe's).",
+@_recipe_fraction(
+    "--windows-share", "share of the rows that are ContractNLI windows (default: the recipe's)."
 )
 @click.option(
     "--start",
@@ -136,19 +139,14 @@ def _command(ctx: click.Context) -> str:
     help="--recipe bundled without --init: start from the weights shipped before the recipe "
     "(read from git history, checked by SHA-256) or from MiniLM.",
 )
-@click.option(
+@_recipe_fraction(
     "--handwritten-share",
-    type=click.FloatRange(0.0, 1.0),
-    default=None,
-    help="--recipe bundled: share of the rows that are hand-written training documents "
-    "(default: the recipe's).",
+    "share of the rows that are hand-written training documents (default: the recipe's).",
 )
-@click.option(
+@_recipe_fraction(
     "--merge-weight",
-    type=click.FloatRange(0.0, 1.0),
-    default=None,
-    help="--recipe bundled: write (1 - w)*start + w*trained (default: the recipe's, 0.7 from "
-    "the shipped weights, 1 from MiniLM; 1 writes the trained weights alone).",
+    "write (1 - w)*start + w*trained (default: the recipe's, 0.7 from the shipped weights, 1 "
+    "from MiniLM; 1 writes the trained weights alone).",
 )
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
