@@ -18,7 +18,8 @@ from typing import Any
 import polars as pl
 
 from decide.schemas.dates import MAX_DATE_WORDS, DatePolicy, date_format, read_date
-from decide.schemas.span import MAX_SPAN_WORDS, NUMBER, _canonical_number, _plain, _span_places
+from decide.schemas.span import MAX_SPAN_WORDS, _plain, _span_places
+from decide.schemas.written_numbers import number_places
 
 EVIDENCE_FIELDS: dict[str, pl.DataType] = {
     "window": pl.Int32,
@@ -72,7 +73,7 @@ def locate(
                 return start, end
         return None
     number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-    for match in NUMBER.finditer(text):
-        if Decimal(_canonical_number(*match.groups())) == number:
-            return match.start(), match.end()
+    for place in number_places(text):
+        if Decimal(place.value) == number:
+            return place.start, place.end
     return None

@@ -16,9 +16,10 @@ come from `WORD`: letters and digits, joined inside a word by one of `' ’ - . 
 "Jean-Luc", "U.S", "B&B").
 
 A numeric extract question (a schema that admits integers or numbers but no strings: "the claimed
-amount") may only answer a number the document states (`NUMBER`, `document_numbers`: "$12,500.00"
-is 12500), by the same `SpanSlot` over the tokenizer's spelling of each number's canonical JSON;
-its schema's bounds still apply. A copied amount cannot gain or lose a digit.
+amount") may only answer a number the document states (`document_numbers`, read by
+`written_numbers`: "$12,500.00" is 12500, "$52k" 52000, "eighteen thousand four hundred" 18400),
+by the same `SpanSlot` over the tokenizer's spelling of each number's canonical JSON; its schema's
+bounds still apply. A copied amount cannot gain or lose a digit.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from decide.engine.constraints import InfeasibleSlot, bitmask_width
 from .errors import UnsupportedSchema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .vocab import Vocabulary
+from .written_numbers import NUMBER, number_places
 
 if TYPE_CHECKING:
     import torch
@@ -118,32 +120,17 @@ def _plain(text: str) -> str:
     return "".join(kept).casefold()
 
 
-# A number as documents write it: digits with commas between groups of three ("12,500"), an
-# optional decimal part after a full stop, an optional minus sign directly before the digits.
-# Not a number: digits inside a word ("A320"), a part of a dotted run ("1.2.3", "v2.0.1"), or a
-# minus that joins two numbers ("2019-2020", "10-12" read 2019, 2020, 10 and 12).
-NUMBER = re.compile(
-    r"(?:(?<![\w.])([-−]))?(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?!\d)(?!\.\d)"
-)
-
-
 def document_numbers(document: str | Sequence[str]) -> list[str]:
-    """The distinct numbers `document` states, as canonical JSON numbers in order of first
-    appearance ("$12,500.00" → `12500`, "2.50" → `2.5`, "-3" → `-3`). A sequence of texts (the
-    head and tail a truncation keeps) gives the numbers of each text."""
+    """The distinct numbers `document` states (`written_numbers.number_places`: digits, digits
+    with a scale, numbers in words), as canonical JSON numbers in order of first appearance
+    ("$12,500.00" → `12500`, "$52k" → `52000`, "eighteen thousand" → `18000`). A sequence of
+    texts (the head and tail a truncation keeps) gives the numbers of each text."""
     parts = [document] if isinstance(document, str) else document
     out: dict[str, None] = {}
     for part in parts:
-        for match in NUMBER.finditer(part):
-            out.setdefault(_canonical_number(*match.groups()), None)
+        for place in number_places(part):
+            out.setdefault(place.value, None)
     return list(out)
-
-
-def _canonical_number(sign: str, whole: str, fraction: str | None) -> str:
-    value = Decimal(("-" if sign else "") + whole.replace(",", "") + "." + (fraction or "0"))
-    if value == value.to_integral_value():
-        return str(int(value))  # also "-0" → "0"
-    return format(value.normalize(), "f")
 
 
 def number_in_document(value: Any, document: str) -> bool:
