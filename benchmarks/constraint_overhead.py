@@ -6,12 +6,14 @@ The production sampler runs unchanged; a subclass times the pieces of each step 
 the model's forward, the logits of the dense (position-by-position) slots, whole-option scoring
 of finite slots (their candidate tokens' logits and the prefix-tree softmax), `bitmasks`
 (`fill_bitmask` of every touched slot plus assembling the `[N, ceil(V/32)]` int32 rows),
-`masked_confidence` (on CPU its PyTorch reference: a masked fp32 copy of the logits, softmax and
-top-2), commits (the constraints' reachability updates included), and the rest (batch assembly,
+`masked_confidence` (on CPU its torch backend: an additive mask bias, one softmax, two maxima),
+commits (the constraints' reachability updates included), and the rest (batch assembly,
 bookkeeping). Mask work = `bitmasks` + `masked_confidence`. To separate what masks add from what
 any confidence-based decoder pays, each `masked_confidence` call is followed by an untimed-in-step
 unmasked arg-max + log-sum-exp over the same logits (what the LLaDA loop computes), reported as
-"mask work beyond unmasked".
+"mask work beyond unmasked"; and by the reference backend (`masked_confidence_ref`: a boolean
+masked copy, arg-max, top-2, log-sum-exp; the CPU backend before 2026-12-04) on the same calls,
+reported as the mask work had it run instead.
 
 Models are random (every slot stays uncertain, so each step scores every open position: the most
 mask work per step there can be) in the bundled model's shape and the tiny LLaMA-style shape, plus
@@ -42,6 +44,7 @@ from decide.engine.commit import CommitPolicy
 from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.engine.sampler import Sampler, SamplerConfig
 from decide.kernels import masked_confidence
+from decide.kernels.masked_confidence_ref import masked_confidence_ref
 
 PIECES = ("forward", "logits", "options", "bitmask", "masked_confidence", "commit")
 
@@ -100,6 +103,12 @@ def timed_pieces(watch: common.Stopwatch) -> Iterator[None]:
         best = x.max(-1).values
         torch.exp(best - torch.logsumexp(x, -1))
         watch.add("plain", time.perf_counter() - started)
+        if logits.device.type == "cpu":  # what the reference backend would have taken
+            rows = args[0] if args else kwargs.get("rows")
+            vocab = min(logits.shape[1], 32 * bitmask.shape[1])
+            started = time.perf_counter()
+            masked_confidence_ref(logits, bitmask, rows, vocab, False)
+            watch.add("reference", time.perf_counter() - started)
         return out
 
     patches = [
@@ -117,6 +126,15 @@ def timed_pieces(watch: common.Stopwatch) -> Iterator[None]:
     finally:
         for where, name, value in saved:
             setattr(where, name, value)
+
+
+def _with_reference(watch: common.Stopwatch, step: float, mask: float) -> str:
+    """Mask work's share had `masked_confidence` run the reference backend instead (its time,
+    measured on the same calls after each one, in place of the production backend's)."""
+    if not watch.calls.get("reference"):
+        return ""
+    swap = watch.get("reference") - watch.get("masked_confidence")
+    return f"{100 * (mask + swap) / (step + swap):.1f} %"
 
 
 def measure(loaded, widen: bool, args: argparse.Namespace) -> tuple[common.Stopwatch, dict]:
@@ -186,7 +204,7 @@ def main() -> None:
             watch, info = measure(loaded, wide, args)
             logits_width = loaded.config.embedding_size
             vocab = f"{common.WIDE_VOCAB:,}" if wide else f"{loaded.tokenizer.vocab_size:,}"
-            step = watch.get("step") - watch.get("plain")
+            step = watch.get("step") - watch.get("plain") - watch.get("reference")
             parts = [watch.get(p) for p in PIECES]
             other = step - sum(parts)
             mask = watch.get("bitmask") + watch.get("masked_confidence")
@@ -200,6 +218,7 @@ def main() -> None:
                     f"{100 * other / step:.1f}",
                     f"**{100 * mask / step:.1f} %**",
                     f"{100 * (mask - watch.get('plain')) / step:.1f} %",
+                    _with_reference(watch, step, mask),
                     f"{100 * (info['total'] - watch.get('step')) / info['total']:.0f} %",
                     f"{info['ok']}/{info['docs']}",
                 ]
@@ -222,11 +241,12 @@ def main() -> None:
                 "other %",
                 "mask work",
                 "mask work beyond unmasked",
+                "mask work, reference backend",
                 "time outside steps",
                 "ok",
             ],
             rows,
-            "ll" + "r" * 13,
+            "ll" + "r" * 14,
         )
     )
     print(

@@ -4,8 +4,8 @@ Run `python benchmarks/kernels.py` on a CUDA machine (add `--sweep` to also time
 configurations, `--quick` for fewer repetitions). It first checks the Triton kernels against their
 references on this GPU at the test suite's awkward shapes, then prints markdown tables ready for
 docs/benchmarks.md: the device-to-device copy bandwidth it measures as the ceiling;
-`masked_confidence` (Triton, the PyTorch reference, and xgrammar's bitmask kernel plus a softmax
-and top-2 when `xgrammar` is installed) with bytes moved, achieved bandwidth and its share of the
+`masked_confidence` (Triton, the torch backend, the PyTorch reference, and xgrammar's bitmask
+kernel plus a softmax and top-2 when `xgrammar` is installed) with bytes moved, achieved bandwidth and its share of the
 ceiling; `block_attention` (Triton, SDPA with an explicit boolean mask, grouped-query heads passed
 with `enable_gqa` or expanded beforehand, and unmasked flash SDPA over exactly the valid keys as a
 lower bound) with speed-ups. Every time is the median over CUDA-event-timed repetitions, each after
@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from decide.kernels import MaskedConfidence, block_attention, masked_confidence
+from decide.kernels.masked_confidence_ref import masked_confidence_ref
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers
 from helpers.numerics import rel_err
@@ -215,9 +216,10 @@ def masked_confidence_case(
     moved = logits.numel() * logits.element_size() + bitmask.numel() * 4 + n * (16 + 4 * entropy)
     runs: dict[str, Callable[[], object] | str] = {
         "triton": lambda: masked_confidence(logits, bitmask, entropy=entropy, backend="triton"),
-        "torch reference": lambda: masked_confidence(
+        "torch backend": lambda: masked_confidence(
             logits, bitmask, entropy=entropy, backend="torch"
         ),
+        "torch reference": lambda: masked_confidence_ref(logits, bitmask, None, v, entropy),
         "xgrammar mask + softmax + top-2": xgrammar_baseline(logits, bitmask),
     }
     shape = f"{n}×{v} {str(dtype).removeprefix('torch.')}{' +entropy' if entropy else ''}"

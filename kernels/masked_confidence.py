@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from decide.kernels import checks, dispatch
-from decide.kernels.masked_confidence_ref import MaskedConfidence, masked_confidence_ref
+from decide.kernels.masked_confidence_ref import MaskedConfidence
+from decide.kernels.masked_confidence_torch import masked_confidence_torch
 
 KERNEL = dispatch.Kernel("masked_confidence", "decide.kernels.masked_confidence_triton")
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -66,8 +67,8 @@ def masked_confidence(
     if KERNEL.select(backend, device) == "triton":
         KERNEL.triton().masked_confidence_triton(logits, bitmask, rows, vocab, out)
         return out
-    ref = masked_confidence_ref(logits, bitmask, rows, vocab, entropy)
-    for buffer, value in zip(out, ref, strict=True):
+    done = masked_confidence_torch(logits, bitmask, rows, vocab, entropy)
+    for buffer, value in zip(out, done, strict=True):
         if buffer is not None:
             buffer.copy_(value)
     return out

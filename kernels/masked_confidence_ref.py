@@ -6,7 +6,8 @@ softmax restricted to them: `token` is the arg-max (lowest id among equal logits
 probability, `margin` = prob − (probability of the second-best allowed token, 0 if there is none;
 equal logits give margin 0), `entropy` = −Σ p log p. A row with no allowed token gets token −1 and
 NaN for every float. This module materialises a masked fp32 copy of the `[N, vocab]` logits, which
-is exactly the traffic the Triton kernel avoids; it is the CPU backend and the tests' yardstick.
+is exactly the traffic the Triton kernel avoids; it is the tests' yardstick (the CPU backend is
+`masked_confidence_torch`: the same results in fewer passes).
 """
 
 from __future__ import annotations

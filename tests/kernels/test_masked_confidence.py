@@ -121,6 +121,23 @@ def test_triton_matches_reference(case: str) -> None:
     assert (want.token >= 0).any() and ((want.token < 0).any() or n == 1)  # both kinds of rows
 
 
+@pytest.mark.parametrize("case", CASES.keys())
+def test_cpu_backend_matches_reference(case: str) -> None:
+    """The torch backend (`masked_confidence_torch`: an additive bias and one softmax) gives the
+    reference's tokens, probabilities, margins and entropies on every case's layout."""
+    v, n, m, dtype, layout, ties, words, vocab_size = CASES[case]
+    gen = torch.Generator().manual_seed(zlib.crc32(case.encode()) + 1)
+    logits = make_logits(m or n, v, dtype, layout, ties, gen)
+    vocab = min(v, 32 * words, vocab_size or v)
+    bitmask = make_bitmask(n, words, vocab, gen)
+    rows = None if m is None else torch.randint(m, (2 * n,), generator=gen)[::2]
+    for entropy in (False, True):
+        got = masked_confidence(
+            logits, bitmask, rows, vocab_size=vocab_size, entropy=entropy, backend="torch"
+        )
+        assert_matches(got, masked_confidence_ref(logits, bitmask, rows, vocab, entropy))
+
+
 @pytest.mark.slow
 def test_triton_matches_reference_257_rows_llama_vocab() -> None:
     gen = torch.Generator().manual_seed(7)
