@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,14 @@ from tokenizers import ByteLevelBPETokenizer
 
 from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.train.synthetic import sample_document
+
+# `python3 -m pytest` (the README's command) puts the working directory first on sys.path. At the
+# repository root that makes its `kernels/` directory (installed as `decide.kernels`) shadow
+# Hugging Face's `kernels` package, which transformers >= 5.25, the tests' oracle, imports:
+# "cannot import name 'CUDAProperties' from 'kernels'". decide is installed, so the tests need
+# the root on the path for nothing; drop it before any test imports transformers.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _ROOT]
 
 DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
