@@ -47,6 +47,13 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
     return ((words >> (ids % 32).to(torch.int32)) & 1).bool()
 
 
+def nothing_allowed(n: int, entropy: bool, device: torch.device) -> MaskedConfidence:
+    """The result of `n` rows that allow no token: token −1, NaN for every float."""
+    nan = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+    token = torch.full((n,), -1, dtype=torch.int64, device=device)
+    return MaskedConfidence(token, nan, nan.clone(), nan.clone() if entropy else None)
+
+
 def masked_confidence_ref(
     logits: torch.Tensor,
     bitmask: torch.Tensor,
@@ -58,9 +65,7 @@ def masked_confidence_ref(
     n = bitmask.shape[0]
     device = logits.device
     if vocab == 0 or n == 0:
-        nan = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
-        token = torch.full((n,), -1, dtype=torch.int64, device=device)
-        return MaskedConfidence(token, nan, nan.clone(), nan.clone() if entropy else None)
+        return nothing_allowed(n, entropy, device)
 
     x = logits if rows is None else logits.index_select(0, rows)  # [N, V']
     x = x[:, :vocab].float()  # [N, vocab]

@@ -20,6 +20,7 @@ from helpers.numerics import assert_rel_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import decide.kernels.masked_confidence_torch as mc_torch
 from decide.kernels import MaskedConfidence, dispatch, masked_confidence
 from decide.kernels.masked_confidence_ref import masked_confidence_ref
 
@@ -121,10 +122,14 @@ def test_triton_matches_reference(case: str) -> None:
     assert (want.token >= 0).any() and ((want.token < 0).any() or n == 1)  # both kinds of rows
 
 
+@pytest.mark.parametrize("chunk", ["default", "one row"])
 @pytest.mark.parametrize("case", CASES.keys())
-def test_cpu_backend_matches_reference(case: str) -> None:
-    """The torch backend (`masked_confidence_torch`: an additive bias and one softmax) gives the
-    reference's tokens, probabilities, margins and entropies on every case's layout."""
+def test_cpu_backend_matches_reference(case: str, chunk: str, monkeypatch) -> None:
+    """The torch backend (`masked_confidence_torch`: an additive bias and one softmax, rows in
+    chunks) gives the reference's tokens, probabilities, margins and entropies on every case's
+    layout, whether the rows go in one chunk or one by one."""
+    if chunk == "one row":
+        monkeypatch.setattr(mc_torch, "CHUNK_ELEMENTS", 1)
     v, n, m, dtype, layout, ties, words, vocab_size = CASES[case]
     gen = torch.Generator().manual_seed(zlib.crc32(case.encode()) + 1)
     logits = make_logits(m or n, v, dtype, layout, ties, gen)
