@@ -5,8 +5,8 @@ configurations, `--quick` for fewer repetitions). It first checks the Triton ker
 references on this GPU at the test suite's awkward shapes, then prints markdown tables ready for
 docs/benchmarks.md: the device-to-device copy bandwidth it measures as the ceiling;
 `masked_confidence` (Triton, the torch backend, the PyTorch reference, and xgrammar's bitmask
-kernel plus a softmax and top-2 when `xgrammar` is installed) with bytes moved, achieved bandwidth and its share of the
-ceiling; `block_attention` (Triton, SDPA with an explicit boolean mask, grouped-query heads passed
+kernel plus a softmax and top-2 when `xgrammar` is installed) with bytes moved, achieved
+bandwidth and its share of the ceiling; `block_attention` (Triton, SDPA with an explicit boolean mask, grouped-query heads passed
 with `enable_gqa` or expanded beforehand, and unmasked flash SDPA over exactly the valid keys as a
 lower bound) with speed-ups. Every time is the median over CUDA-event-timed repetitions, each after
 an L2 flush. It closes with the issue's two targets, met or not. Without CUDA it says so and exits

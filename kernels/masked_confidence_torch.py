@@ -41,7 +41,7 @@ def _bias(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
     n = bitmask.shape[0]
     if sys.byteorder != "little":
         allowed = unpack_bitmask(bitmask, vocab)
-        return torch.zeros(allowed.shape).masked_fill_(~allowed, -math.inf)
+        return torch.zeros(allowed.shape, device=bitmask.device).masked_fill_(~allowed, -math.inf)
     as_bytes = bitmask.contiguous().view(torch.uint8).reshape(-1).long()  # [N·4W]
     table = _bias_table(bitmask.device)
     return table.index_select(0, as_bytes).reshape(n, -1)[:, :vocab]

@@ -38,7 +38,7 @@ from decide.engine.constraints import InfeasibleSlot, bitmask_width
 from .errors import UnsupportedSchema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .vocab import Vocabulary
-from .written_numbers import NUMBER, number_places
+from .written_numbers import number_places
 
 if TYPE_CHECKING:
     import torch
@@ -418,7 +418,6 @@ class _PartTokens:
 
 __all__ = [
     "MAX_SPAN_WORDS",
-    "NUMBER",
     "DocumentNumbers",
     "DocumentSpans",
     "NoSpan",

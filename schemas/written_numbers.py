@@ -19,6 +19,7 @@ Python bindings) reads the words; writing a number-word grammar by hand is what 
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -112,17 +113,15 @@ def number_places(text: str) -> list[NumberPlace]:
     """Every number `text` states, in order of position (see the module docstring). Where words
     and digits overlap ("1.2 million", read from its digits with their scale), the digits win."""
     digits = _digit_places(text)
-    words = [
-        w
-        for w in _word_places(text)
-        if not any(w.start < d.end and d.start < w.end for d in digits)
-        and not _has_digit(text[w.start : w.end])
-    ]
+    starts = [d.start for d in digits]  # in order, and the places do not overlap
+    words = []
+    for w in _word_places(text):
+        k = bisect.bisect_left(starts, w.end)  # digit places starting before the word ends
+        if k and digits[k - 1].end > w.start:
+            continue  # overlaps the last of them, the only one that can reach into the word
+        if not any(c.isdigit() for c in text[w.start : w.end]):
+            words.append(w)
     return sorted(digits + words, key=lambda p: p.start)
-
-
-def _has_digit(text: str) -> bool:
-    return any(c.isdigit() for c in text)
 
 
 __all__ = ["NUMBER", "NumberPlace", "canonical", "number_places"]
