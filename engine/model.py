@@ -181,18 +181,21 @@ class WindowedModel(nn.Module):
             )
         return window_lens, counts, prefix
 
+    def shift_to_prediction(self, hidden: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """States aligned to prediction (see the module docstring), committing nothing: pure
+        tensor work, so a captured CUDA graph can run it."""
+        if not self.config.logits_shift:
+            return hidden
+        first = torch.zeros_like(hidden[:, 0])  # [B, H]
+        if cache is not None:
+            first = torch.where(cache.has_last[:, None], cache.last_hidden.to(hidden.dtype), first)
+        return torch.cat((first[:, None], hidden[:, :-1]), dim=1)
+
     def _align(
         self, hidden: torch.Tensor, cache: KVCache | None, counts: torch.Tensor
     ) -> torch.Tensor:
-        """States aligned to prediction (see the module docstring); commits `counts`."""
-        aligned = hidden
-        if self.config.logits_shift:
-            first = torch.zeros_like(hidden[:, 0])  # [B, H]
-            if cache is not None:
-                first = torch.where(
-                    cache.has_last[:, None], cache.last_hidden.to(hidden.dtype), first
-                )
-            aligned = torch.cat((first[:, None], hidden[:, :-1]), dim=1)
+        """States aligned to prediction; commits `counts`."""
+        aligned = self.shift_to_prediction(hidden, cache)
         if cache is not None:
             cache.commit(counts, hidden if self.config.logits_shift else None)
         return aligned

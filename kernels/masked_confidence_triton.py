@@ -6,8 +6,8 @@ the first `vocab` columns, tile by tile, and never writes a masked copy. Each ti
 (the tile's [BLOCK_W, 32] positions) so a tile costs one block reduction (its maximum, which the
 online softmax needs) instead of five: per lane the rescaled exp-sum `s`, the entropy accumulator
 `t` = Σ e·(x − m), and the lane's best logit, its id (the lane's first, hence lowest) and its
-runner-up. The main loop loads two tiles before folding either (more bytes in flight for the
-same lane state). With one chunk per row the same program finishes the row; with several, each
+runner-up. The main loop loads two (or four) tiles before folding any (more bytes in flight for
+the same lane state). With one chunk per row the same program finishes the row; with several, each
 writes a partial (max, s, t, best id, runner-up) and `_combine_kernel` merges them in chunk
 order, which keeps "lowest id wins" exact. Semantics (empty rows, ties, −inf logits) are those of
 `masked_confidence_ref`; arguments arrive checked by `masked_confidence.masked_confidence`.
@@ -146,7 +146,7 @@ def _masked_confidence_kernel(
     HAS_ROWS: tl.constexpr,
     ENTROPY: tl.constexpr,
     FINAL: tl.constexpr,
-    PAIRS: tl.constexpr,
+    UNROLL: tl.constexpr,
     BLOCK_W: tl.constexpr,
 ):
     n = tl.program_id(0)
@@ -168,19 +168,43 @@ def _masked_confidence_kernel(
     id1 = tl.full((BLOCK_W, 32), INT32_MAX, tl.int32)
     top2 = tl.full((BLOCK_W, 32), neg_inf, tl.float32)
 
-    # Paired tiles: both loads are issued before either is used, doubling the bytes in flight per
-    # register of lane state, and the pair shares one rescale.
-    pair_end = start
-    if PAIRS:
-        pair_end = start + (end - start) // (2 * BLOCK_V) * (2 * BLOCK_V)
-        for v0 in range(start, pair_end, 2 * BLOCK_V):
+    # Unrolled tiles: UNROLL loads are issued before any is used, multiplying the bytes in flight
+    # per register of lane state, and the group shares one rescale. Groups of four leave a
+    # remainder that pairs, then single tiles, finish.
+    group_end = start
+    if UNROLL == 4:
+        group_end = start + (end - start) // (4 * BLOCK_V) * (4 * BLOCK_V)
+        for v0 in range(start, group_end, 4 * BLOCK_V):
+            xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+            xb, cb = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
+            )
+            xc, cc = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, False, BLOCK_W
+            )
+            xd, cd = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + 3 * BLOCK_V, end, False, BLOCK_W
+            )
+            m_ab = tl.maximum(reduce_max(xa, None), reduce_max(xb, None))
+            m_cd = tl.maximum(reduce_max(xc, None), reduce_max(xd, None))
+            m_new = tl.maximum(m, tl.maximum(m_ab, m_cd))
+            m_safe, s, t = _rescale(m, m_new, s, t, ENTROPY)
+            # Tiles in id order: each lane meets its ids in increasing order.
+            s, t, top1, id1, top2 = _accumulate(xa, ca, m_safe, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _accumulate(xb, cb, m_safe, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _accumulate(xc, cc, m_safe, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _accumulate(xd, cd, m_safe, s, t, top1, id1, top2, ENTROPY)
+            m = m_new
+    pair_end = group_end
+    if UNROLL >= 2:
+        pair_end = group_end + (end - group_end) // (2 * BLOCK_V) * (2 * BLOCK_V)
+        for v0 in range(group_end, pair_end, 2 * BLOCK_V):
             xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
             xb, cb = _load_tile(
                 x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
             )
             m_new = tl.maximum(m, tl.maximum(reduce_max(xa, None), reduce_max(xb, None)))
             m_safe, s, t = _rescale(m, m_new, s, t, ENTROPY)
-            # Tile a before tile b: each lane meets its ids in increasing order.
             s, t, top1, id1, top2 = _accumulate(xa, ca, m_safe, s, t, top1, id1, top2, ENTROPY)
             s, t, top1, id1, top2 = _accumulate(xb, cb, m_safe, s, t, top1, id1, top2, ENTROPY)
             m = m_new
@@ -273,7 +297,10 @@ class ConfidenceConfig(NamedTuple):
     block_w: int  # bitmask words per tile: a tile is 32·block_w tokens
     splits: int  # programs per row, each over one contiguous chunk of the vocabulary
     num_warps: int
-    pairs: bool  # load two tiles per main-loop step
+    unroll: int  # tiles loaded per main-loop step: 1, 2 or 4
+    stages: int = (
+        3  # software-pipelining depth the compiler may use for the loops (Triton's default)
+    )
 
 
 def launch_config(n_rows: int, vocab: int, device: torch.device) -> ConfidenceConfig:
@@ -290,7 +317,7 @@ def launch_config(n_rows: int, vocab: int, device: torch.device) -> ConfidenceCo
     if device.type == "cuda":
         wanted = triton.cdiv(PROGRAMS_PER_SM * _sm_count(device.index or 0), max(n_rows, 1))
         splits = max(1, min(wanted, tiles // MIN_TILES_PER_SPLIT))
-    return ConfidenceConfig(block_w, splits, 4, True)
+    return ConfidenceConfig(block_w, splits, 4, 2)
 
 
 def masked_confidence_triton(
@@ -312,6 +339,8 @@ def masked_confidence_triton(
     if n == 0:
         return
     cfg = config or launch_config(n, vocab, logits.device)
+    if cfg.unroll not in (1, 2, 4):
+        raise ValueError(f"masked_confidence: unroll must be 1, 2 or 4 tiles, got {cfg.unroll}")
     tiles = max(1, triton.cdiv(vocab, 32 * cfg.block_w))
     splits = min(cfg.splits, tiles)
     tiles_per_split = triton.cdiv(tiles, splits)
@@ -331,9 +360,10 @@ def masked_confidence_triton(
         rows_arg, vocab, tiles_per_split,
         out.token, out.prob, out.margin, entropy_out,
         part_f, part_i,
-        HAS_ROWS=rows is not None, ENTROPY=want_entropy, FINAL=final, PAIRS=cfg.pairs,
+        HAS_ROWS=rows is not None, ENTROPY=want_entropy, FINAL=final, UNROLL=cfg.unroll,
         BLOCK_W=cfg.block_w,
         num_warps=cfg.num_warps,
+        num_stages=cfg.stages,
         enable_fp_fusion=FP_FUSION,
     )  # fmt: skip
     if not final:

@@ -170,17 +170,17 @@ def test_split_vocabulary_combines_in_order(splits: int) -> None:
     allowed[5] = False
     allowed[5, v - 1] = True  # only the very last token
     logits[6] = 0.0
-    allowed[6] = True  # every lane ties with itself one tile (and one pair) later
+    allowed[6] = True  # every lane ties with itself one tile (one pair, one group) later
     bitmask = pack_bits(allowed)
     want = masked_confidence_ref(logits, bitmask, None, v, True)
-    for entropy, pairs in ((True, True), (False, False), (True, False)):
+    for entropy, unroll in ((True, 2), (False, 1), (True, 1), (True, 4), (False, 4)):
         out = MaskedConfidence(
             torch.full((8,), dispatch.POISON_INT),
             torch.full((8,), math.nan),
             torch.full((8,), math.nan),
             torch.full((8,), math.nan) if entropy else None,
         )
-        cfg = ConfidenceConfig(block_w=4, splits=splits, num_warps=4, pairs=pairs)
+        cfg = ConfidenceConfig(block_w=4, splits=splits, num_warps=4, unroll=unroll)
         masked_confidence_triton(logits, bitmask, None, v, out, config=cfg)
         assert_matches(out, want if entropy else want._replace(entropy=None))
     assert out.token[2] == 1500 and out.margin[2] == 0.0 and out.token[6] == 0
@@ -202,11 +202,11 @@ def test_split_vocabulary_combines_in_order(splits: int) -> None:
     gathered=st.booleans(),
     splits=st.sampled_from([1, 2, 3]),
     block_w=st.sampled_from([1, 2, 4]),
-    pairs=st.booleans(),
+    unroll=st.sampled_from([1, 2, 4]),
     seed=st.integers(0, 2**31 - 1),
 )
 def test_triton_matches_reference_small_random(
-    n, v, words, vocab_size, ties, bf16, gathered, splits, block_w, pairs, seed
+    n, v, words, vocab_size, ties, bf16, gathered, splits, block_w, unroll, seed
 ) -> None:
     from decide.kernels.masked_confidence_triton import ConfidenceConfig, masked_confidence_triton
 
@@ -224,7 +224,7 @@ def test_triton_matches_reference_small_random(
             dispatch.scratch((n,), torch.int64, logits.device),
             *(dispatch.scratch((n,), torch.float32, logits.device) for _ in range(3)),
         )
-    cfg = ConfidenceConfig(block_w, splits, 4, pairs)
+    cfg = ConfidenceConfig(block_w, splits, 4, unroll)
     masked_confidence_triton(logits, bitmask, rows, vocab, out, config=cfg)
     assert_matches(out, want)
 
