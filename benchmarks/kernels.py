@@ -292,7 +292,10 @@ def sweep_masked_confidence(timer: Timer, copy_bw: float, target: dict[str, floa
     default = launch_config(n, v, logits.device)
     results: list[tuple[float, list[str], float]] = []
 
+    timed: list[ConfidenceConfig] = []
+
     def time_config(cfg: ConfidenceConfig) -> None:
+        timed.append(cfg)
         run = functools.partial(masked_confidence_triton, logits, bitmask, None, v, out, config=cfg)
         try:
             ms = timer.graphed(run)
@@ -304,20 +307,28 @@ def sweep_masked_confidence(timer: Timer, copy_bw: float, target: dict[str, floa
         row = [*map(str, cfg), f"{ms * 1e3:.1f}{mark}", f"{100 * share:.0f}%"]
         results.append((ms, row, share))
 
-    for block_w, warps, splits, unroll in itertools.product(
-        (16, 32, 64, 128), (2, 4, 8), (1, 2, 3, 4, 6, 8, 16), (1, 2, 4)
+    # Small tiles on few warps won the first H200 sweep (2026-12-04; pipelining depth made no
+    # difference), so the grid centres there, for both the shared-shift and lane-shift kernels.
+    for lane, block_w, warps, splits, unroll in itertools.product(
+        (False, True), (16, 32, 64), (1, 2, 4), (2, 4, 8, 16), (1, 2, 4)
     ):
         if 4 <= block_w // warps <= 32:  # tokens per thread per tile: not too few or too many
-            time_config(ConfidenceConfig(block_w, splits, warps, unroll))
-    results.sort(key=lambda r: r[0])
-    # Other pipelining depths for the three fastest (each depth is a compile of its own).
-    for _, row, _ in results[:3]:
-        for stages in (1, 2, 4, 6):
-            time_config(ConfidenceConfig(*map(int, row[:4]), stages=stages))
+            time_config(ConfidenceConfig(block_w, splits, warps, unroll, lane_shift=lane))
+    if default not in timed:
+        time_config(default)
     results.sort(key=lambda r: r[0])
     target["masked_confidence sweep best"] = results[0][2]
-    header = ["BLOCK_W", "splits", "warps", "unroll", "stages", "median µs (graph)", "of copy BW"]
-    return table(header, [r for _, r, _ in results[:16]])
+    header = ["BLOCK_W", "splits", "warps", "unroll", "stages", "lane shift", "median µs (graph)",
+              "of copy BW"]  # fmt: skip
+    fastest = {
+        lane: next((r for _, r, _ in results if r[5] == str(lane)), None) for lane in (False, True)
+    }
+    summary = "".join(
+        f"\n- fastest {'lane-shift' if lane else 'shared-shift'} kernel: "
+        + (" / ".join(r) if r else "none ran")
+        for lane, r in fastest.items()
+    )
+    return table(header, [r for _, r, _ in results[:16]]) + "\n" + summary
 
 
 def attention_inputs(
@@ -431,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also time other tile configs (of both kernels, or of masked_confidence alone)",
     )
     parser.add_argument("--quick", action="store_true", help="10 timed runs instead of 50")
+    parser.add_argument(
+        "--only", choices=("masked_confidence", "block_attention"), help="time one kernel only"
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks/kernels.py needs a CUDA GPU and found none: nothing was measured.")
@@ -443,7 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         f"triton {triton.__version__}\n"
     )
 
-    failures = check_masked_confidence() + check_block_attention()
+    mc_on, ba_on = args.only != "block_attention", args.only != "masked_confidence"
+    failures = (check_masked_confidence() if mc_on else []) + (
+        check_block_attention() if ba_on else []
+    )
     print("## Correctness on this GPU (Triton against the reference, awkward shapes)\n")
     print("all checks passed\n" if not failures else "\n".join(f"- FAIL {f}" for f in failures))
 
@@ -452,33 +469,38 @@ def main(argv: list[str] | None = None) -> int:
     print("## Bandwidth ceiling\n")
     print(f"copy {copy_bw:.0f} GB/s (read + write), read-only {read_bw:.0f} GB/s\n")
     target: dict[str, float] = {}
-    print("## masked_confidence\n")
-    print(bench_masked_confidence(timer, copy_bw, target) + "\n")
-    print("## block_attention\n")
-    print(bench_block_attention(timer, target) + "\n")
-    if args.sweep:
-        print(f"## masked_confidence configs at {MC_CASES[0][:3]} (fastest 12)\n")
+    if mc_on:
+        print("## masked_confidence\n")
+        print(bench_masked_confidence(timer, copy_bw, target) + "\n")
+    if ba_on:
+        print("## block_attention\n")
+        print(bench_block_attention(timer, target) + "\n")
+    if args.sweep and mc_on:
+        print(f"## masked_confidence configs at {MC_CASES[0][:3]} (fastest 16)\n")
         print(sweep_masked_confidence(timer, copy_bw, target) + "\n")
-        if args.sweep == "all":
-            print(f"## block_attention configs at {ATTN_CASES[0]}\n")
-            print(sweep_block_attention(timer) + "\n")
+    if args.sweep == "all" and ba_on:
+        print(f"## block_attention configs at {ATTN_CASES[0]}\n")
+        print(sweep_block_attention(timer) + "\n")
 
-    mc, ba = target["masked_confidence"], target["block_attention"]
     print("## Targets\n")
-    print(
-        f"- masked_confidence 256×151936 bf16, default config, graph replay: {100 * mc:.0f}% of "
-        f"copy bandwidth (target ≥ 70%): {'met' if mc >= 0.7 else 'NOT met'}"
-    )
+    if mc_on:
+        mc = target["masked_confidence"]
+        print(
+            f"- masked_confidence 256×151936 bf16, default config, graph replay: {100 * mc:.0f}% "
+            f"of copy bandwidth (target ≥ 70%): {'met' if mc >= 0.7 else 'NOT met'}"
+        )
     if "masked_confidence sweep best" in target:
         best = target["masked_confidence sweep best"]
         print(
             f"- masked_confidence, fastest swept config: {100 * best:.0f}% of copy bandwidth "
             f"(target ≥ 70%): {'met' if best >= 0.7 else 'NOT met'}"
         )
-    print(
-        f"- block_attention B=32 L=64 prefix 2048: {ba:.2f}× masked SDPA "
-        f"(target ≥ 1.5×): {'met' if ba >= 1.5 else 'NOT met'}"
-    )
+    if ba_on:
+        ba = target["block_attention"]
+        print(
+            f"- block_attention B=32 L=64 prefix 2048: {ba:.2f}× masked SDPA "
+            f"(target ≥ 1.5×): {'met' if ba >= 1.5 else 'NOT met'}"
+        )
     return 1 if failures else 0
 
 

@@ -244,6 +244,133 @@ def _masked_confidence_kernel(
 
 
 @triton.jit
+def _lane_fold(x, v0, s, t, top1, id1, top2, ENTROPY: tl.constexpr):
+    """Fold one tile into lane state whose softmax shift is each lane's own maximum (`top1`):
+    one exp per token and no reduction across the tile. `id1` keeps the tile start of the lane's
+    maximum (the lane's offset is added once at the end)."""
+    neg_inf = float("-inf")
+    live = x != neg_inf
+    # 0 where either side is −inf: a lane's first live token then gets d = 1 on s = t = 0.
+    diff = tl.where(live & (top1 != neg_inf), x - top1, 0.0)
+    d = tl.where(live, tl.exp(-tl.abs(diff)), 0.0)  # exp(x − top1), or exp(top1 − x) if x wins
+    gt = x > top1  # strict: the earlier (lower) id keeps a tie, which lands in top2
+    if ENTROPY:
+        # A new maximum moves t to the new shift (t·d − diff·s·d) and adds itself at 0.
+        t = tl.where(gt, d * (t - diff * s), t + d * diff)
+    s = tl.where(gt, s * d + 1.0, s + d)
+    top2 = tl.where(gt, top1, tl.maximum(top2, x))
+    id1 = tl.where(gt, v0, id1)
+    top1 = tl.where(gt, x, top1)
+    return s, t, top1, id1, top2
+
+
+@triton.jit
+def _masked_confidence_lane_kernel(
+    logits,
+    stride_lm,
+    stride_lv,
+    bitmask,
+    stride_bn,
+    stride_bw,
+    rows,
+    vocab,
+    tiles_per_split,
+    token_out,
+    prob_out,
+    margin_out,
+    entropy_out,
+    part_f,
+    part_i,
+    HAS_ROWS: tl.constexpr,
+    ENTROPY: tl.constexpr,
+    FINAL: tl.constexpr,
+    UNROLL: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+):
+    """`_masked_confidence_kernel` with a shift per lane instead of one per program: no block
+    reduction or barrier per tile, one exp per token; the lanes merge once at the end."""
+    n = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    BLOCK_V: tl.constexpr = BLOCK_W * 32
+    row = tl.load(rows + n).to(tl.int64) if HAS_ROWS else n.to(tl.int64)
+    x_row = logits + row * stride_lm
+    b_row = bitmask + n.to(tl.int64) * stride_bn
+    start = split * tiles_per_split * BLOCK_V
+    end = tl.minimum(start + tiles_per_split * BLOCK_V, vocab)
+
+    neg_inf = float("-inf")
+    s = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x − top1)
+    t = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x − top1) · (x − top1)
+    top1 = tl.full((BLOCK_W, 32), neg_inf, tl.float32)
+    id1 = tl.full((BLOCK_W, 32), 0, tl.int32)
+    top2 = tl.full((BLOCK_W, 32), neg_inf, tl.float32)
+
+    group_end = start
+    if UNROLL == 4:
+        group_end = start + (end - start) // (4 * BLOCK_V) * (4 * BLOCK_V)
+        for v0 in range(start, group_end, 4 * BLOCK_V):
+            xa, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+            xb, _ = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
+            )
+            xc, _ = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, False, BLOCK_W
+            )
+            xd, _ = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + 3 * BLOCK_V, end, False, BLOCK_W
+            )
+            s, t, top1, id1, top2 = _lane_fold(xa, v0, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _lane_fold(xb, v0 + BLOCK_V, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _lane_fold(xc, v0 + 2 * BLOCK_V, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _lane_fold(xd, v0 + 3 * BLOCK_V, s, t, top1, id1, top2, ENTROPY)
+    pair_end = group_end
+    if UNROLL >= 2:
+        pair_end = group_end + (end - group_end) // (2 * BLOCK_V) * (2 * BLOCK_V)
+        for v0 in range(group_end, pair_end, 2 * BLOCK_V):
+            xa, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+            xb, _ = _load_tile(
+                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
+            )
+            s, t, top1, id1, top2 = _lane_fold(xa, v0, s, t, top1, id1, top2, ENTROPY)
+            s, t, top1, id1, top2 = _lane_fold(xb, v0 + BLOCK_V, s, t, top1, id1, top2, ENTROPY)
+    full_end = start + (end - start) // BLOCK_V * BLOCK_V
+    for v0 in range(pair_end, full_end, BLOCK_V):
+        x, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+        s, t, top1, id1, top2 = _lane_fold(x, v0, s, t, top1, id1, top2, ENTROPY)
+    if full_end < end:
+        x, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, full_end, end, True, BLOCK_W)
+        s, t, top1, id1, top2 = _lane_fold(x, full_end, s, t, top1, id1, top2, ENTROPY)
+
+    lane = tl.arange(0, BLOCK_W)[:, None] * 32 + tl.arange(0, 32)[None, :]  # [BW, 32]
+    empty_lane = top1 == neg_inf
+    ids = tl.where(empty_lane, INT32_MAX, id1 + lane)
+    best = reduce_max(top1, None)
+    shift = tl.where(best == neg_inf, 0.0, best)
+    w = tl.where(empty_lane, 0.0, tl.exp(top1 - shift))
+    total = reduce_sum(w * s, None)
+    ent_acc = 0.0
+    if ENTROPY:
+        moved = tl.where(empty_lane, 0.0, top1 - shift)
+        ent_acc = reduce_sum(w * (t + moved * s), None)
+    token = reduce_min(tl.where(top1 == best, ids, INT32_MAX), None)
+    second = tl.maximum(
+        reduce_max(top2, None), reduce_max(tl.where(ids == token, neg_inf, top1), None)
+    )
+    if FINAL:
+        _finish(n, best, token, second, total, ent_acc, token_out, prob_out, margin_out,
+                entropy_out, ENTROPY)  # fmt: skip
+    else:
+        at = (n * n_splits + split).to(tl.int64)
+        plane = tl.num_programs(0).to(tl.int64) * n_splits
+        tl.store(part_f + at, best)
+        tl.store(part_f + plane + at, total)
+        tl.store(part_f + 2 * plane + at, ent_acc)
+        tl.store(part_f + 3 * plane + at, second)
+        tl.store(part_i + at, token)
+
+
+@triton.jit
 def _combine_kernel(
     part_f,
     part_i,
@@ -298,9 +425,8 @@ class ConfidenceConfig(NamedTuple):
     splits: int  # programs per row, each over one contiguous chunk of the vocabulary
     num_warps: int
     unroll: int  # tiles loaded per main-loop step: 1, 2 or 4
-    stages: int = (
-        3  # software-pipelining depth the compiler may use for the loops (Triton's default)
-    )
+    stages: int = 3  # software-pipelining depth the compiler may use (Triton's default)
+    lane_shift: bool = False  # one softmax shift per lane (no per-tile block reduction)
 
 
 def launch_config(n_rows: int, vocab: int, device: torch.device) -> ConfidenceConfig:
@@ -354,7 +480,8 @@ def masked_confidence_triton(
     part_f = dispatch.scratch(part_shape, torch.float32, logits.device)
     part_i = dispatch.scratch(part_shape[1:] or (1,), torch.int32, logits.device)
 
-    _masked_confidence_kernel[(n, splits)](
+    kernel = _masked_confidence_lane_kernel if cfg.lane_shift else _masked_confidence_kernel
+    kernel[(n, splits)](
         logits, logits.stride(0), logits.stride(1),
         bitmask, bitmask.stride(0), bitmask.stride(1),
         rows_arg, vocab, tiles_per_split,

@@ -40,8 +40,11 @@ for dtype, entropy, final in itertools.product(("fp32", "bf16", "fp16"), BOOLS, 
     for target in (H100, A100) if (dtype, entropy, final) == ("bf16", False, True) else (H100,):
         build(mct._masked_confidence_kernel, types, consts, target, num_warps=8)
 # Groups of four tiles, as `benchmarks/kernels.py --sweep` times them.
-build(mct._masked_confidence_kernel, dict(types, logits="*bf16"),
-      dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=4, BLOCK_W=64), H100, num_warps=4)
+for kernel in (mct._masked_confidence_kernel, mct._masked_confidence_lane_kernel):
+    build(kernel, dict(types, logits="*bf16"),
+          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=4, BLOCK_W=64), H100, num_warps=4)
+build(mct._masked_confidence_lane_kernel, dict(types, logits="*bf16"),
+      dict(HAS_ROWS=True, ENTROPY=True, FINAL=True, UNROLL=1, BLOCK_W=32), H100, num_warps=2)
 for entropy in (False, True):
     types = dict(part_f=F32, part_i="*i32", token_out="*i64", prob_out=F32, margin_out=F32,
                  entropy_out=F32)

@@ -11,6 +11,7 @@ so the fp32 bound applies to them too, tighter than the issue's 1e-2. Outputs st
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 
@@ -173,14 +174,16 @@ def test_split_vocabulary_combines_in_order(splits: int) -> None:
     allowed[6] = True  # every lane ties with itself one tile (one pair, one group) later
     bitmask = pack_bits(allowed)
     want = masked_confidence_ref(logits, bitmask, None, v, True)
-    for entropy, unroll in ((True, 2), (False, 1), (True, 1), (True, 4), (False, 4)):
+    for (entropy, unroll), lane in itertools.product(
+        ((True, 2), (False, 1), (True, 1), (True, 4), (False, 4)), (False, True)
+    ):
         out = MaskedConfidence(
             torch.full((8,), dispatch.POISON_INT),
             torch.full((8,), math.nan),
             torch.full((8,), math.nan),
             torch.full((8,), math.nan) if entropy else None,
         )
-        cfg = ConfidenceConfig(block_w=4, splits=splits, num_warps=4, unroll=unroll)
+        cfg = ConfidenceConfig(4, splits, 4, unroll, lane_shift=lane)
         masked_confidence_triton(logits, bitmask, None, v, out, config=cfg)
         assert_matches(out, want if entropy else want._replace(entropy=None))
     assert out.token[2] == 1500 and out.margin[2] == 0.0 and out.token[6] == 0
@@ -203,10 +206,11 @@ def test_split_vocabulary_combines_in_order(splits: int) -> None:
     splits=st.sampled_from([1, 2, 3]),
     block_w=st.sampled_from([1, 2, 4]),
     unroll=st.sampled_from([1, 2, 4]),
+    lane=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
 def test_triton_matches_reference_small_random(
-    n, v, words, vocab_size, ties, bf16, gathered, splits, block_w, unroll, seed
+    n, v, words, vocab_size, ties, bf16, gathered, splits, block_w, unroll, lane, seed
 ) -> None:
     from decide.kernels.masked_confidence_triton import ConfidenceConfig, masked_confidence_triton
 
@@ -224,7 +228,7 @@ def test_triton_matches_reference_small_random(
             dispatch.scratch((n,), torch.int64, logits.device),
             *(dispatch.scratch((n,), torch.float32, logits.device) for _ in range(3)),
         )
-    cfg = ConfidenceConfig(block_w, splits, 4, unroll)
+    cfg = ConfidenceConfig(block_w, splits, 4, unroll, lane_shift=lane)
     masked_confidence_triton(logits, bitmask, rows, vocab, out, config=cfg)
     assert_matches(out, want)
 
