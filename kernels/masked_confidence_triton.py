@@ -32,7 +32,7 @@ INT32_MAX: tl.constexpr = tl.constexpr(2**31 - 1)
 # A chunk should span several tiles, or the partials and the second launch stop paying for
 # themselves; a GPU wants a few resident programs per SM to keep enough loads in flight.
 MIN_TILES_PER_SPLIT = 4
-PROGRAMS_PER_SM = 4
+PROGRAMS_PER_SM = 8  # 256 rows on 132 SMs: 4 programs per row, as measured fastest
 
 
 @triton.jit
@@ -430,20 +430,22 @@ class ConfidenceConfig(NamedTuple):
 
 
 def launch_config(n_rows: int, vocab: int, device: torch.device) -> ConfidenceConfig:
-    """Tile and grid for `n_rows` rows of `vocab` tokens, chosen from sm_90 compiles, not timings.
+    """Tile and grid for `n_rows` rows of `vocab` tokens, from the H200 sweep of 2026-12-04.
 
-    A streaming kernel is fast when many bytes are in flight per SM. Lane state costs registers,
-    and registers bound the resident programs: 2048-token tiles on 4 warps with paired loads
-    compile to ~150 registers, 3 programs per SM and ~24 KiB of bf16 loads in flight, the best of
-    the spill-free choices by that count. `benchmarks/kernels.py --sweep` times the alternatives.
+    At 256 × 151,936 bf16 (`benchmarks/kernels.py --sweep`, each config replayed from a CUDA
+    graph) 1,024-token tiles on 2 warps, one tile per loop step and 4 programs per row took
+    55.5 µs; the earlier choice made from register counts (2,048-token tiles, 4 warps, paired
+    loads, 3 programs per row) took 92.5 µs. Tile size, warps and splits moved the time by up to
+    1.7×, the loops' pipelining depth not at all. Small tiles leave more programs resident, each
+    with less lane state. The lane-shift variant had not been timed on a GPU when this was chosen.
     """
-    block_w = min(64, triton.next_power_of_2(max(1, triton.cdiv(vocab, 32))))
+    block_w = min(32, triton.next_power_of_2(max(1, triton.cdiv(vocab, 32))))
     tiles = triton.cdiv(vocab, 32 * block_w)
     splits = 1
     if device.type == "cuda":
-        wanted = triton.cdiv(PROGRAMS_PER_SM * _sm_count(device.index or 0), max(n_rows, 1))
+        wanted = PROGRAMS_PER_SM * _sm_count(device.index or 0) // max(n_rows, 1)
         splits = max(1, min(wanted, tiles // MIN_TILES_PER_SPLIT))
-    return ConfidenceConfig(block_w, splits, 4, 2)
+    return ConfidenceConfig(block_w, splits, 2, 1)
 
 
 def masked_confidence_triton(

@@ -45,6 +45,11 @@ for kernel in (mct._masked_confidence_kernel, mct._masked_confidence_lane_kernel
           dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=4, BLOCK_W=64), H100, num_warps=4)
 build(mct._masked_confidence_lane_kernel, dict(types, logits="*bf16"),
       dict(HAS_ROWS=True, ENTROPY=True, FINAL=True, UNROLL=1, BLOCK_W=32), H100, num_warps=2)
+# The default launch (`launch_config`): 1,024-token tiles, 2 warps, one tile per step.
+for target in (H100, A100):
+    build(mct._masked_confidence_kernel, dict(types, logits="*bf16"),
+          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=1, BLOCK_W=32), target,
+          num_warps=2)
 for entropy in (False, True):
     types = dict(part_f=F32, part_i="*i32", token_out="*i64", prob_out=F32, margin_out=F32,
                  entropy_out=F32)
