@@ -335,7 +335,9 @@ class DecisionEngine:
                         f"internal error decoding {question.id!r} (a bug): {exc}",
                     )
                 value = decoded.value
-                if question.extract and not copied(value, text, question.schema, self.dates):
+                if question.extract and not copied(
+                    value, text, question.schema, self.dates, question.unit
+                ):
                     log.error("an extract answer is not in its document (a bug)")
                     return failed(
                         FailureKind.internal_error,

@@ -13,6 +13,7 @@ from typing import Any
 
 from decide.schemas.dates import DatePolicy, date_format, date_in_document
 from decide.schemas.span import NoSpan, in_document, number_in_document
+from decide.schemas.written_durations import duration_in_document
 
 
 class MissingSpan(NoSpan):
@@ -23,8 +24,9 @@ class MissingSpan(NoSpan):
         self.question_id = question_id
 
 
-def copied(value: Any, text: str, schema: Any, dates: DatePolicy) -> bool:
-    """Whether an extract answer is a span, a number or a date of its document (or `null`)."""
+def copied(value: Any, text: str, schema: Any, dates: DatePolicy, unit: str | None = None) -> bool:
+    """Whether an extract answer is a span, a number or a date of its document (or `null`);
+    with a `unit`, a number may also be a length of time the document states."""
     if value is None:
         return True
     fmt = date_format(schema)
@@ -32,4 +34,6 @@ def copied(value: Any, text: str, schema: Any, dates: DatePolicy) -> bool:
         return date_in_document(value, text, fmt, dates)
     if isinstance(value, str):
         return in_document(value, text)
-    return number_in_document(value, text)
+    return number_in_document(value, text) or (
+        unit is not None and duration_in_document(value, text, unit)
+    )

@@ -143,11 +143,11 @@ class LongDocuments:
                     break
                 span = None
                 if q.extract:
-                    if not copied(value, text, q.schema, engine.dates):
+                    if not copied(value, text, q.schema, engine.dates, q.unit):
                         why = f"extract answer {value!r} of {q.id!r} is not in its window"
                         d.failure = (FailureKind.internal_error, f"internal error: {why} (a bug)")
                         break
-                    where = locate(value, text, q.schema, engine.dates)
+                    where = locate(value, text, q.schema, engine.dates, q.unit)
                     span = None if where is None else (window.start + where[0],
                                                        window.start + where[1])  # fmt: skip
                 d.candidates.setdefault(q.id, []).append(

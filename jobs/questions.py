@@ -15,8 +15,9 @@ from typing import Any
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import CompiledSlot, SchemaError, Vocabulary, compile_slot
+from decide.schemas.errors import UnsupportedSchema
 from decide.schemas.rules import RuleSet
-from decide.schemas.span import check_extract_schema
+from decide.schemas.span import check_extract_schema, extract_kind
 
 from .spec import Question, SpecError
 
@@ -30,6 +31,7 @@ class CompiledQuestion:
     extract: bool = False  # answer with a span of the document (`SpanSlot`)
     derive: str | None = None  # CEL over other answers (`jobs.derive`)
     absent: Any = None  # the declared "not in this part of the document" value (`Question`)
+    unit: str | None = None  # a numeric extract question's durations unit (`Question.unit`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
@@ -75,10 +77,14 @@ class QuestionCompiler:
             )
         if question.extract:
             check_extract_schema(question.schema_)
+            if question.unit is not None and extract_kind(question.schema_) != "numbers":
+                raise UnsupportedSchema(
+                    "/type", "unit", f"unit: {question.unit} needs a schema of numbers or integers"
+                )
         slot = compile_slot(question.schema_, self.vocabulary)
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract,
-            absent=question.absent,
+            absent=question.absent, unit=question.unit,
         )  # fmt: skip
 
 

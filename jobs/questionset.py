@@ -75,6 +75,7 @@ def fingerprint(questions: Sequence[Question | CompiledQuestion]) -> str:
     rows = [
         [q.id, q.text, q.schema_ if isinstance(q, Question) else q.schema, q.extract, q.derive]
         + ([q.absent] if q.absent is not None else [])
+        + ([{"unit": q.unit}] if q.unit is not None else [])
         for q in questions
     ]
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -117,7 +118,8 @@ class QuestionSet:
     schema_rules: Any  # those rules as written (part of every decision schema)
     plan: DerivePlan
     checks: CheckPlan | None  # CEL rules: all checked after decoding, some enforced in `ruleset`
-    extract_kinds: dict[str, str]  # extract question id -> spans | numbers | dates:<format>
+    # extract question id -> spans | numbers | durations:<unit> | dates:<format>
+    extract_kinds: dict[str, str]
     filler_id: int
     dates: DatePolicy
     _validators: dict[tuple[str, ...], Draft202012Validator] = field(default_factory=dict)
@@ -182,8 +184,9 @@ class QuestionSet:
                     built[kind] = DocumentSpans(
                         parts, vocab, None if None in limits else max(limits)
                     )
-                elif kind == "numbers":
-                    built[kind] = DocumentNumbers(parts, vocab)
+                elif kind == "numbers" or kind.startswith("durations:"):
+                    unit = kind.split(":", 1)[1] if ":" in kind else None
+                    built[kind] = DocumentNumbers(parts, vocab, unit)
                 else:
                     built[kind] = DocumentDates(parts, vocab, kind.split(":", 1)[1], self.dates)
             try:
@@ -273,7 +276,11 @@ class QuestionBook:
         for q in questions:
             if q.extract:
                 kind = extract_kind(q.schema)
-                kinds[q.id] = f"dates:{date_format(q.schema)}" if kind == "dates" else kind
+                if kind == "dates":
+                    kind = f"dates:{date_format(q.schema)}"
+                elif q.unit is not None:
+                    kind = f"durations:{q.unit}"
+                kinds[q.id] = kind
         return QuestionSet(
             questions, key, ruleset, self.rules, plan, checks, kinds, self.filler_id, self.dates
         )

@@ -49,11 +49,17 @@ class Question(Strict):
     # a confident window that found something (`jobs.windows.combine`). Must be a value of the
     # schema; a schema that admits null has null as its absent value without it.
     absent: Any = Field(None)
+    # A numeric extract question whose answer is a length of time: the document's durations
+    # ("two weeks", "the day before yesterday") count as numbers it states, in this unit
+    # (`decide.schemas.written_durations`). Changes answers: part of the fingerprint when set.
+    unit: Literal["days", "weeks", "months", "years"] | None = None
 
     @model_validator(mode="after")
     def _not_both(self) -> Question:
         if self.extract and self.derive is not None:
             raise ValueError("a question is either extract or derive, not both")
+        if self.unit is not None and not self.extract:
+            raise ValueError(f"unit: {self.unit!r} needs extract: true (durations are read)")
         if self.absent is not None:
             from jsonschema.validators import validator_for
 
@@ -87,6 +93,8 @@ class Question(Strict):
             out["derive"] = self.derive
         if self.absent is not None:
             out["absent"] = self.absent
+        if self.unit is not None:
+            out["unit"] = self.unit
         return out
 
 

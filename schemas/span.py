@@ -38,6 +38,7 @@ from decide.engine.constraints import InfeasibleSlot, bitmask_width
 from .errors import UnsupportedSchema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .vocab import Vocabulary
+from .written_durations import duration_places
 from .written_numbers import number_places
 
 if TYPE_CHECKING:
@@ -145,13 +146,21 @@ def number_in_document(value: Any, document: str) -> bool:
 class DocumentNumbers:
     """A document's numbers (`document_numbers`) as one vocabulary spells them: (token ids, JSON
     text) per number, plus `null`; the entries a numeric extract question's `SpanSlot` chooses
-    from. Built once per document and shared by its numeric extract questions."""
+    from. With a `unit`, also the lengths of time it states in that unit
+    (`written_durations`). Built once per document and shared by its numeric extract questions
+    (of the same unit)."""
 
     what = "number"
 
-    def __init__(self, document: str | Sequence[str], vocab: Vocabulary) -> None:
+    def __init__(
+        self, document: str | Sequence[str], vocab: Vocabulary, unit: str | None = None
+    ) -> None:
         self.vocab = vocab
-        self.entries = _distinct(_encode_all(vocab, [*document_numbers(document), "null"]))
+        values = document_numbers(document)
+        if unit is not None:  # lengths of time the document states, in `unit`
+            parts = [document] if isinstance(document, str) else document
+            values += [p.value for part in parts for p in duration_places(part, unit)]
+        self.entries = _distinct(_encode_all(vocab, [*dict.fromkeys(values), "null"]))
 
 
 class DocumentSpans:

@@ -86,9 +86,16 @@ def _extracting(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     free integers; a number the document implies but does not write (a yearly income from a
     monthly one) cannot be answered this way."""
     return [
-        {**q, "extract": True} if q["schema"].get("type") in ("string", "integer") else dict(q)
+        {**q, "extract": True, **({"unit": DURATIONS[q["id"]]} if q["id"] in DURATIONS else {})}
+        if q["schema"].get("type") in ("string", "integer")
+        else dict(q)
         for q in questions
     ]
+
+
+# Integer questions whose answer is a length of time: the durations a document writes ("two weeks
+# ago", "yesterday") are numbers it states, in this unit (`Question.unit`).
+DURATIONS = {"days_since_purchase": "days"}
 
 
 LEAVE_QUESTIONS = [

@@ -132,7 +132,7 @@ class WindowRows:
             if q.id in row.evidence and declared:
                 out[q.id] = gold if holds(window, row.evidence[q.id]) else absent
             elif q.extract:
-                if gold is None or locate(gold, text, q.schema) is not None:
+                if gold is None or locate(gold, text, q.schema, unit=q.unit) is not None:
                     out[q.id] = gold
             else:
                 out[q.id] = gold

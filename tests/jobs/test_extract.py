@@ -203,3 +203,50 @@ def test_extract_is_part_of_the_fingerprint_and_absent_when_off() -> None:
     assert on.fingerprint() != off.fingerprint()
     assert "extract" not in off.questions[0].as_dict()  # fingerprints of older jobs unchanged
     assert on.questions[0].as_dict()["extract"] is True
+
+
+DAYS = {"id": "days", "text": "How many days ago was the purchase?", "extract": True,
+        "unit": "days", "schema": {"type": "integer", "minimum": 0, "maximum": 365}}  # fmt: skip
+
+
+def test_a_unit_makes_written_durations_answers(models, tmp_path) -> None:
+    docs = {
+        "words": "Bought it a fortnight ago and it broke down on Monday.",
+        "mixed": "Bought it two weeks ago, it broke yesterday.",
+        "none": "It broke down on Monday.",
+    }
+    path = tmp_path / "in.parquet"
+    pl.DataFrame({"doc_id": list(docs), "document": list(docs.values())}).write_parquet(path)
+    for name, question in (
+        ("unit", DAYS),
+        ("plain", {k: v for k, v in DAYS.items() if k != "unit"}),
+    ):
+        run_job(parse_spec({"questions": [question]}), [path], tmp_path / name,
+                model=models["llada"], progress=False)  # fmt: skip
+    got = {
+        name: {r["doc_id"]: r for r in read_answers(tmp_path / name).iter_rows(named=True)}
+        for name in ("unit", "plain")
+    }
+    answer = {k: json.loads(r["answers_json"] or "{}").get("days") for k, r in got["unit"].items()}
+    assert answer["words"] == 14  # "a fortnight" is the only length of time it states
+    assert answer["mixed"] in (14, 2, 1)  # two weeks, the number two, yesterday
+    assert (
+        got["unit"]["none"]["error"] and "no number of the document" in got["unit"]["none"]["error"]
+    )
+    # Without the unit a fortnight is no number the document states.
+    assert "no number of the document" in got["plain"]["words"]["error"]
+
+
+def test_unit_needs_a_numeric_extract_question_and_enters_the_fingerprint(models, tmp_path):
+    with pytest.raises(SpecError, match=r"unit: 'days' needs extract: true"):
+        parse_spec({"questions": [{k: v for k, v in DAYS.items() if k != "extract"}]})
+    with pytest.raises(SpecError, match=r"questions\.0\.unit"):
+        parse_spec({"questions": [{**DAYS, "unit": "hours"}]})
+    path = write_docs(tmp_path / "in.parquet", 2)
+    named = {**DAYS, "schema": {"type": "string"}}
+    with pytest.raises(SpecError, match=r"question 'days': schema refused: /type: unit"):
+        run_job(parse_spec({"questions": [named]}), [path], tmp_path / "o",
+                model=models["llada"], progress=False)  # fmt: skip
+    plain = parse_spec({"questions": [{k: v for k, v in DAYS.items() if k != "unit"}]})
+    assert parse_spec({"questions": [DAYS]}).fingerprint() != plain.fingerprint()
+    assert "unit" not in plain.questions[0].as_dict()
