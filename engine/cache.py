@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from decide.kernels import checks
+
 
 class KVCache:
     def __init__(
@@ -68,13 +70,12 @@ class KVCache:
         """Store a window's keys/values `[B, Hkv, Lw, D]` after each row's committed prefix (or
         at the absolute `positions` `[B, Lw]`, for a forward of some window positions only) and
         return the layer's keys and values `[B, Hkv, span, D]` for attention."""
-        b, h, lw, d = k_new.shape
+        lw = k_new.shape[2]
         if positions is None:
             positions = self.lengths[:, None] + torch.arange(lw, device=k_new.device)  # [B, Lw]
-        index = positions[:, None, :, None].expand(b, h, lw, d)
         # Under autocast the projections come out in a lower precision than the buffers.
-        self.k[layer].scatter_(2, index, k_new.to(self.k[layer].dtype))
-        self.v[layer].scatter_(2, index, v_new.to(self.v[layer].dtype))
+        _put(self.k[layer], positions, k_new.to(self.k[layer].dtype))
+        _put(self.v[layer], positions, v_new.to(self.v[layer].dtype))
         return self.k[layer][:, :, :span], self.v[layer][:, :, :span]
 
     def commit(self, counts: torch.Tensor, hidden: torch.Tensor | None = None) -> None:
@@ -140,3 +141,22 @@ class KVCache:
         self.lengths[dst] = self.lengths[src]
         self.last_hidden[dst] = self.last_hidden[src]
         self.has_last[dst] = self.has_last[src]
+
+
+def _put(buffer: torch.Tensor, positions: torch.Tensor, new: torch.Tensor) -> None:
+    """`buffer[b, h, positions[b, l]] = new[b, h, l]` for `buffer` `[B, H, C, D]`, `new`
+    `[B, H, Lw, D]`. A contiguous buffer takes one `index_copy_` over its rows of D values: on
+    CPU, `scatter_` along the positions cost 12× as much (2.4 against 0.2 ms per layer's keys at
+    batch 16, bf16), a quarter of a decoding step. Repeated positions carry equal values (a
+    padded query repeats a real one), so which copy lands does not matter."""
+    b, h, lw, d = new.shape
+    if not buffer.is_contiguous():
+        buffer.scatter_(2, positions[:, None, :, None].expand(b, h, lw, d), new)
+        return
+    capacity = buffer.shape[2]
+    # Out of range, a row index would land in the next head's rows instead of failing.
+    in_range = positions < capacity
+    checks.value("KVCache.write", in_range, f"positions must be < {capacity}", positions)
+    heads = torch.arange(b * h, device=buffer.device).view(b, h, 1) * capacity
+    rows = (heads + positions[:, None, :]).reshape(-1)  # [B·H·Lw] rows of the [B·H·C, D] view
+    buffer.view(-1, d).index_copy_(0, rows, new.reshape(-1, d))

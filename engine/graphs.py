@@ -28,7 +28,7 @@ from decide.kernels import MaskedConfidence, masked_confidence
 
 from .attention import AttentionPlan, plan_attention, plan_queries
 from .cache import KVCache
-from .model import WindowedModel
+from .model import WindowedModel, place_rows
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,7 @@ class CapturedStep:
             hidden = m._trunk(self.ids, self.plan, self.cache)
         else:
             part = m._trunk(self.ids.gather(1, self.offsets), self.plan, self.cache)
-            hidden = part.new_zeros(self.shape.batch, self.shape.window, part.shape[-1])
-            hidden.scatter_(1, self.offsets[..., None].expand(-1, -1, part.shape[-1]), part)
+            hidden = place_rows(part, self.offsets, self.shape.window)
         return self._score(m.shift_to_prediction(hidden, self.cache))
 
     def capture(self) -> None:
