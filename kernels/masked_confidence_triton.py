@@ -6,11 +6,13 @@ the first `vocab` columns, tile by tile, and never writes a masked copy. Each ti
 (the tile's [BLOCK_W, 32] positions) so a tile costs one block reduction (its maximum, which the
 online softmax needs) instead of five: per lane the rescaled exp-sum `s`, the entropy accumulator
 `t` = Σ e·(x − m), and the lane's best logit, its id (the lane's first, hence lowest) and its
-runner-up. The main loop loads two (or four) tiles before folding any (more bytes in flight for
-the same lane state). With one chunk per row the same program finishes the row; with several, each
-writes a partial (max, s, t, best id, runner-up) and `_combine_kernel` merges them in chunk
-order, which keeps "lowest id wins" exact. Semantics (empty rows, ties, −inf logits) are those of
-`masked_confidence_ref`; arguments arrive checked by `masked_confidence.masked_confidence`.
+runner-up. The main loop loads two (or four) tiles before folding any (more bytes in flight for the
+same lane state). With `LANE` (`_lane_scan`) each lane's running maximum is its own softmax shift
+instead: no reduction per tile at all, one exp per token, the lanes merged at the end. With one
+chunk per row the same program finishes the row; with several, each writes a partial (max, s, t,
+best id, runner-up) and `_combine_kernel` merges them in chunk order, which keeps "lowest id wins"
+exact. Semantics (empty rows, ties, −inf logits) are those of `masked_confidence_ref`; arguments
+arrive checked by `masked_confidence.masked_confidence`.
 """
 
 from __future__ import annotations
@@ -127,39 +129,13 @@ def _step(x_row, stride_lv, b_row, stride_bw, v0, end, m, s, t, top1, id1, top2,
 
 
 @triton.jit
-def _masked_confidence_kernel(
-    logits,
-    stride_lm,
-    stride_lv,
-    bitmask,
-    stride_bn,
-    stride_bw,
-    rows,
-    vocab,
-    tiles_per_split,
-    token_out,
-    prob_out,
-    margin_out,
-    entropy_out,
-    part_f,
-    part_i,
-    HAS_ROWS: tl.constexpr,
-    ENTROPY: tl.constexpr,
-    FINAL: tl.constexpr,
-    UNROLL: tl.constexpr,
-    BLOCK_W: tl.constexpr,
-):
-    n = tl.program_id(0)
-    split = tl.program_id(1)
-    n_splits = tl.num_programs(1)
+def _shared_scan(
+    x_row, stride_lv, b_row, stride_bw, start, end,
+    ENTROPY: tl.constexpr, UNROLL: tl.constexpr, BLOCK_W: tl.constexpr,
+):  # fmt: skip
+    """One chunk `[start, end)` of a row, with one softmax shift for the program: (best logit,
+    its lowest id, runner-up, Σ exp(x − best), Σ exp(x − best)·(x − best))"""
     BLOCK_V: tl.constexpr = BLOCK_W * 32
-    row = tl.load(rows + n).to(tl.int64) if HAS_ROWS else n.to(tl.int64)
-    x_row = logits + row * stride_lm
-    b_row = bitmask + n.to(tl.int64) * stride_bn
-
-    start = split * tiles_per_split * BLOCK_V
-    end = tl.minimum(start + tiles_per_split * BLOCK_V, vocab)
-
     neg_inf = float("-inf")
     m = tl.full((), neg_inf, tl.float32)  # running max of the allowed logits seen so far
     s = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x - m)
@@ -230,17 +206,7 @@ def _masked_confidence_kernel(
     total = reduce_sum(s, None)
     ent_acc = reduce_sum(t, None) if ENTROPY else 0.0
 
-    if FINAL:
-        _finish(n, best, token, second, total, ent_acc, token_out, prob_out, margin_out,
-                entropy_out, ENTROPY)  # fmt: skip
-    else:
-        at = (n * n_splits + split).to(tl.int64)
-        plane = tl.num_programs(0).to(tl.int64) * n_splits
-        tl.store(part_f + at, best)
-        tl.store(part_f + plane + at, total)
-        tl.store(part_f + 2 * plane + at, ent_acc)
-        tl.store(part_f + 3 * plane + at, second)
-        tl.store(part_i + at, token)
+    return best, token, second, total, ent_acc
 
 
 @triton.jit
@@ -265,40 +231,13 @@ def _lane_fold(x, v0, s, t, top1, id1, top2, ENTROPY: tl.constexpr):
 
 
 @triton.jit
-def _masked_confidence_lane_kernel(
-    logits,
-    stride_lm,
-    stride_lv,
-    bitmask,
-    stride_bn,
-    stride_bw,
-    rows,
-    vocab,
-    tiles_per_split,
-    token_out,
-    prob_out,
-    margin_out,
-    entropy_out,
-    part_f,
-    part_i,
-    HAS_ROWS: tl.constexpr,
-    ENTROPY: tl.constexpr,
-    FINAL: tl.constexpr,
-    UNROLL: tl.constexpr,
-    BLOCK_W: tl.constexpr,
-):
-    """`_masked_confidence_kernel` with a shift per lane instead of one per program: no block
-    reduction or barrier per tile, one exp per token; the lanes merge once at the end."""
-    n = tl.program_id(0)
-    split = tl.program_id(1)
-    n_splits = tl.num_programs(1)
+def _lane_scan(
+    x_row, stride_lv, b_row, stride_bw, start, end,
+    ENTROPY: tl.constexpr, UNROLL: tl.constexpr, BLOCK_W: tl.constexpr,
+):  # fmt: skip
+    """`_shared_scan` with a shift per lane instead of one per program: no block reduction or
+    barrier per tile, one exp per token; the lanes merge once at the end"""
     BLOCK_V: tl.constexpr = BLOCK_W * 32
-    row = tl.load(rows + n).to(tl.int64) if HAS_ROWS else n.to(tl.int64)
-    x_row = logits + row * stride_lm
-    b_row = bitmask + n.to(tl.int64) * stride_bn
-    start = split * tiles_per_split * BLOCK_V
-    end = tl.minimum(start + tiles_per_split * BLOCK_V, vocab)
-
     neg_inf = float("-inf")
     s = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x − top1)
     t = tl.full((BLOCK_W, 32), 0.0, tl.float32)  # per lane Σ exp(x − top1) · (x − top1)
@@ -357,6 +296,52 @@ def _masked_confidence_lane_kernel(
     second = tl.maximum(
         reduce_max(top2, None), reduce_max(tl.where(ids == token, neg_inf, top1), None)
     )
+    return best, token, second, total, ent_acc
+
+
+@triton.jit
+def _masked_confidence_kernel(
+    logits,
+    stride_lm,
+    stride_lv,
+    bitmask,
+    stride_bn,
+    stride_bw,
+    rows,
+    vocab,
+    tiles_per_split,
+    token_out,
+    prob_out,
+    margin_out,
+    entropy_out,
+    part_f,
+    part_i,
+    HAS_ROWS: tl.constexpr,
+    ENTROPY: tl.constexpr,
+    FINAL: tl.constexpr,
+    UNROLL: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    LANE: tl.constexpr,
+):
+    n = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    BLOCK_V: tl.constexpr = BLOCK_W * 32
+    row = tl.load(rows + n).to(tl.int64) if HAS_ROWS else n.to(tl.int64)
+    x_row = logits + row * stride_lm
+    b_row = bitmask + n.to(tl.int64) * stride_bn
+
+    start = split * tiles_per_split * BLOCK_V
+    end = tl.minimum(start + tiles_per_split * BLOCK_V, vocab)
+
+    if LANE:
+        best, token, second, total, ent_acc = _lane_scan(
+            x_row, stride_lv, b_row, stride_bw, start, end, ENTROPY, UNROLL, BLOCK_W
+        )
+    else:
+        best, token, second, total, ent_acc = _shared_scan(
+            x_row, stride_lv, b_row, stride_bw, start, end, ENTROPY, UNROLL, BLOCK_W
+        )
     if FINAL:
         _finish(n, best, token, second, total, ent_acc, token_out, prob_out, margin_out,
                 entropy_out, ENTROPY)  # fmt: skip
@@ -482,8 +467,7 @@ def masked_confidence_triton(
     part_f = dispatch.scratch(part_shape, torch.float32, logits.device)
     part_i = dispatch.scratch(part_shape[1:] or (1,), torch.int32, logits.device)
 
-    kernel = _masked_confidence_lane_kernel if cfg.lane_shift else _masked_confidence_kernel
-    kernel[(n, splits)](
+    _masked_confidence_kernel[(n, splits)](
         logits, logits.stride(0), logits.stride(1),
         bitmask, bitmask.stride(0), bitmask.stride(1),
         rows_arg, vocab, tiles_per_split,
@@ -491,6 +475,7 @@ def masked_confidence_triton(
         part_f, part_i,
         HAS_ROWS=rows is not None, ENTROPY=want_entropy, FINAL=final, UNROLL=cfg.unroll,
         BLOCK_W=cfg.block_w,
+        LANE=cfg.lane_shift,
         num_warps=cfg.num_warps,
         num_stages=cfg.stages,
         enable_fp_fusion=FP_FUSION,

@@ -36,19 +36,21 @@ for dtype, entropy, final in itertools.product(("fp32", "bf16", "fp16"), BOOLS, 
         continue
     types = dict(logits="*" + dtype, bitmask="*i32", rows="*i64", token_out="*i64",
                  prob_out=F32, margin_out=F32, entropy_out=F32, part_f=F32, part_i="*i32")
-    consts = dict(HAS_ROWS=True, ENTROPY=entropy, FINAL=final, UNROLL=2, BLOCK_W=128)
+    consts = dict(HAS_ROWS=True, ENTROPY=entropy, FINAL=final, UNROLL=2, BLOCK_W=128, LANE=False)
     for target in (H100, A100) if (dtype, entropy, final) == ("bf16", False, True) else (H100,):
         build(mct._masked_confidence_kernel, types, consts, target, num_warps=8)
 # Groups of four tiles, as `benchmarks/kernels.py --sweep` times them.
-for kernel in (mct._masked_confidence_kernel, mct._masked_confidence_lane_kernel):
-    build(kernel, dict(types, logits="*bf16"),
-          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=4, BLOCK_W=64), H100, num_warps=4)
-build(mct._masked_confidence_lane_kernel, dict(types, logits="*bf16"),
-      dict(HAS_ROWS=True, ENTROPY=True, FINAL=True, UNROLL=1, BLOCK_W=32), H100, num_warps=2)
+for lane in BOOLS:
+    build(mct._masked_confidence_kernel, dict(types, logits="*bf16"),
+          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=4, BLOCK_W=64, LANE=lane), H100,
+          num_warps=4)
+build(mct._masked_confidence_kernel, dict(types, logits="*bf16"),
+      dict(HAS_ROWS=True, ENTROPY=True, FINAL=True, UNROLL=1, BLOCK_W=32, LANE=True), H100,
+      num_warps=2)
 # The default launch (`launch_config`): 1,024-token tiles, 2 warps, one tile per step.
 for target in (H100, A100):
     build(mct._masked_confidence_kernel, dict(types, logits="*bf16"),
-          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=1, BLOCK_W=32), target,
+          dict(HAS_ROWS=False, ENTROPY=False, FINAL=False, UNROLL=1, BLOCK_W=32, LANE=False), target,
           num_warps=2)
 for entropy in (False, True):
     types = dict(part_f=F32, part_i="*i32", token_out="*i64", prob_out=F32, margin_out=F32,
