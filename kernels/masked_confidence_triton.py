@@ -88,6 +88,15 @@ def _load_tile(
 
 
 @triton.jit
+def _load_pair(x_row, stride_lv, b_row, stride_bw, v0, end, BLOCK_W: tl.constexpr):
+    """Two full tiles from `v0`, both loads issued before either is used."""
+    BLOCK_V: tl.constexpr = BLOCK_W * 32
+    xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
+    xb, cb = _load_tile(x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W)
+    return xa, ca, xb, cb
+
+
+@triton.jit
 def _rescale(m, m_new, s, t, ENTROPY: tl.constexpr):
     """Move the lane sums from shift m to shift m_new (≥ m); returns the new shift, s, t."""
     neg_inf = float("-inf")
@@ -151,15 +160,9 @@ def _shared_scan(
     if UNROLL == 4:
         group_end = start + (end - start) // (4 * BLOCK_V) * (4 * BLOCK_V)
         for v0 in range(start, group_end, 4 * BLOCK_V):
-            xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
-            xb, cb = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
-            )
-            xc, cc = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, False, BLOCK_W
-            )
-            xd, cd = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + 3 * BLOCK_V, end, False, BLOCK_W
+            xa, ca, xb, cb = _load_pair(x_row, stride_lv, b_row, stride_bw, v0, end, BLOCK_W)
+            xc, cc, xd, cd = _load_pair(
+                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, BLOCK_W
             )
             m_ab = tl.maximum(reduce_max(xa, None), reduce_max(xb, None))
             m_cd = tl.maximum(reduce_max(xc, None), reduce_max(xd, None))
@@ -175,10 +178,7 @@ def _shared_scan(
     if UNROLL >= 2:
         pair_end = group_end + (end - group_end) // (2 * BLOCK_V) * (2 * BLOCK_V)
         for v0 in range(group_end, pair_end, 2 * BLOCK_V):
-            xa, ca = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
-            xb, cb = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
-            )
+            xa, ca, xb, cb = _load_pair(x_row, stride_lv, b_row, stride_bw, v0, end, BLOCK_W)
             m_new = tl.maximum(m, tl.maximum(reduce_max(xa, None), reduce_max(xb, None)))
             m_safe, s, t = _rescale(m, m_new, s, t, ENTROPY)
             s, t, top1, id1, top2 = _accumulate(xa, ca, m_safe, s, t, top1, id1, top2, ENTROPY)
@@ -249,15 +249,9 @@ def _lane_scan(
     if UNROLL == 4:
         group_end = start + (end - start) // (4 * BLOCK_V) * (4 * BLOCK_V)
         for v0 in range(start, group_end, 4 * BLOCK_V):
-            xa, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
-            xb, _ = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
-            )
-            xc, _ = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, False, BLOCK_W
-            )
-            xd, _ = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + 3 * BLOCK_V, end, False, BLOCK_W
+            xa, _, xb, _ = _load_pair(x_row, stride_lv, b_row, stride_bw, v0, end, BLOCK_W)
+            xc, _, xd, _ = _load_pair(
+                x_row, stride_lv, b_row, stride_bw, v0 + 2 * BLOCK_V, end, BLOCK_W
             )
             s, t, top1, id1, top2 = _lane_fold(xa, v0, s, t, top1, id1, top2, ENTROPY)
             s, t, top1, id1, top2 = _lane_fold(xb, v0 + BLOCK_V, s, t, top1, id1, top2, ENTROPY)
@@ -267,10 +261,7 @@ def _lane_scan(
     if UNROLL >= 2:
         pair_end = group_end + (end - group_end) // (2 * BLOCK_V) * (2 * BLOCK_V)
         for v0 in range(group_end, pair_end, 2 * BLOCK_V):
-            xa, _ = _load_tile(x_row, stride_lv, b_row, stride_bw, v0, end, False, BLOCK_W)
-            xb, _ = _load_tile(
-                x_row, stride_lv, b_row, stride_bw, v0 + BLOCK_V, end, False, BLOCK_W
-            )
+            xa, _, xb, _ = _load_pair(x_row, stride_lv, b_row, stride_bw, v0, end, BLOCK_W)
             s, t, top1, id1, top2 = _lane_fold(xa, v0, s, t, top1, id1, top2, ENTROPY)
             s, t, top1, id1, top2 = _lane_fold(xb, v0 + BLOCK_V, s, t, top1, id1, top2, ENTROPY)
     full_end = start + (end - start) // BLOCK_V * BLOCK_V
