@@ -295,11 +295,11 @@ def training_row(
 ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     """One training row: a document and a random 4-8 of the questions its facts answer (the
     written `ask` is one choice among many), in the domain's order, with their gold answers.
-    Questions are trained without `extract` (it constrains decoding, not what is packed), as the
-    synthetic documents are."""
+    Questions are trained without `extract` and its `unit` (they constrain decoding, not what is
+    packed), as the synthetic documents are."""
     document = rng.choice(documents)
     known = [
-        {k: v for k, v in q.items() if k != "extract"}
+        {k: v for k, v in q.items() if k not in ("extract", "unit")}
         for q in DOMAINS[document.domain].questions
         if q["id"] in document.answers
     ]

@@ -163,3 +163,16 @@ def test_the_cel_rules_give_the_readme_answers_on_every_document() -> None:
     assert [q["id"] for q in claims.derived_questions(asked)] == [
         "claimant", "amount", "policy_limit", "policy_active", "eligible"]  # fmt: skip
     assert claims.derived_questions(asked)[-1]["derive"] == claims.rules["eligible"]
+
+
+def test_every_training_row_is_a_valid_question_list() -> None:
+    """Rows are packed as a job's rows are: a question field that needs `extract` (`unit`) must
+    leave with it, or the row is refused and silently skipped by the example builder."""
+    from decide.jobs.spec import parse_questions
+
+    rng = random.Random(1)
+    for domain in bundled.HANDWRITTEN_DOMAINS:
+        documents = handwritten.load("train", domain)
+        for _ in range(40):
+            _, questions, _ = handwritten.training_row(documents, rng)
+            parse_questions(questions, f"{domain} row")  # raises SpecError on a refused field
