@@ -47,8 +47,7 @@ PACKAGE_MODEL = Path(__file__).resolve().parent.parent / "decide" / "model"
 MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
 # of training rows (before MAMS is drawn): a hand-written training document with a random 4-8 of
 # the questions its facts answer (`handwritten.training_row`)
-# 0.4 since the training documents doubled (360: 180 more written on 2026-12-04; 480 with the
-# 120 written later that day); 0.3 before.
+# 0.4 since the training documents doubled (360: 180 more written on 2026-12-04); 0.3 before.
 HANDWRITTEN_SHARE = 0.4
 HANDWRITTEN_DOMAINS = ("claims", "loans", "tickets")  # leave and rental are never trained on
 # of the synthetic rows: a derived question after its inputs, answers given. Stage 8b (from the
@@ -73,9 +72,8 @@ EVIDENCE_SHARE = 0.5
 FOUND_WEIGHT = 3.0  # loss weight of a window's answers that are not the absent value
 # batches of 8, by starting weights: from the shipped weights about 1.8 s a step with bf16 on 2
 # AVX512-BF16 cores (60 min), 3 s in fp32 (100 min); from MiniLM 50-87 min, ~2.6 h on AVX2
-# 2,000 steps from the 2026-12-02 weights; 1,000 from the 2026-12-03 ones and from the morning
-# 2026-12-04 ones (chosen before the run: the 2,000-step run's validation answers were 78-80 %
-# from step 400 on, 81.3 % at the end).
+# 2,000 steps from the 2026-12-02 weights; 1,000 from the 2026-12-03 ones (chosen before the
+# run: the 2,000-step run's validation answers were 78-80 % from step 400 on, 81.3 % at the end).
 RECIPE_STEPS = {"shipped": 1000, "minilm": 3000}
 RECIPE_LR = 5e-5  # the learning rate of every stage continued from shipped weights
 # The recipe ends by interpolating its trained weights with its starting ones (WiSE-FT):
@@ -97,14 +95,13 @@ class Start:
     sha256: str
 
 
-# The model shipped from 2026-12-04 (morning): this recipe's previous version (1,000 steps from
-# the 2026-12-03 weights, 38697b39..., with 360 hand-written documents, then 0.3·start +
-# 0.7·trained), run at 4d2afcd and rebuilt from a fresh clone of d978deb (docs/bundled-model.md,
-# "Where the starting weights come from").
+# The model shipped from 2026-12-03: this recipe's previous version (2,000 steps from the
+# 2026-12-02 weights, 9d215a00..., then 0.3·start + 0.7·trained), run at c51d465
+# (docs/bundled-model.md, "Where the starting weights come from").
 START = Start(
-    "shipped 2026-12-04 (recipe at 4d2afcd)",
-    "d978deb",
-    "6d9a1599219fa5e03991806a4fcf5b759a4c39d7d7c4ebe85a34d753e15211d9",
+    "shipped 2026-12-03 (recipe at c51d465)",
+    "bd03004",
+    "38697b392e706f875bb4fd225db2e2220b0590d5b4615260f62f0e718e9db60d",
 )
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 REPO = Path(__file__).resolve().parent.parent

@@ -52,8 +52,8 @@ def test_the_recipe_cut_short_is_recorded_and_repeats_byte_for_byte(tmp_path) ->
     assert "--stop-at 2 --no-bf16" in recipe["command"]
     assert recipe["start"]["model_sha256"] == bundled.START.sha256
     assert recipe["config"]["lr"] == bundled.RECIPE_LR and recipe["config"]["steps"] == 2000
-    assert recipe["data"]["handwritten_train_documents"] == {"claims": 160, "loans": 160,
-                                                             "tickets": 160}  # fmt: skip
+    assert recipe["data"]["handwritten_train_documents"] == {"claims": 120, "loans": 120,
+                                                             "tickets": 120}  # fmt: skip
     assert summaries["a"]["steps"] == 2 and len(recipe["commit"]) >= 40
     config = json.loads((tmp_path / "a_model" / "config.json").read_text())
     assert config["torch_dtype"] == "bfloat16"

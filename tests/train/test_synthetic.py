@@ -343,27 +343,3 @@ def test_a_domains_sample_is_the_generators_document_without_its_questions() -> 
         text, gold = domain.sample(random.Random(2), "test")
         _, same, _, asked = synthetic.sample_document(random.Random(2), "test", name)
         assert same == text and asked.items() <= gold.items() and len(gold) == len(domain.questions)
-
-
-def test_training_tickets_write_days_as_lengths_of_time_and_held_out_ones_do_not(monkeypatch):
-    from decide.schemas.written_durations import duration_in_document
-    from decide.train.synthetic import tickets
-    from decide.train.synthetic.durations import duration_phrase, words
-
-    def docs(split: str, share: float) -> list:
-        monkeypatch.setattr(tickets, "DURATION_SHARE", share)
-        rng = random.Random(7)
-        return [synthetic.sample_document(rng, split, "tickets", 8, 8) for _ in range(150)]
-
-    # Held-out documents are never rewritten, and their draws are not disturbed.
-    assert docs("test", 1.0) == docs("test", 0.0)
-    stated = in_words = 0
-    for _, text, _, gold in docs("train", 1.0):
-        days = gold["days_since_purchase"]
-        stated += duration_in_document(days, text, "days")
-        in_words += duration_in_document(days, text, "days") and f"{days} days" not in text
-    assert stated > 100  # the rest state the days on a form line ("Days since purchase: 12")
-    assert in_words > 80  # digits stay now and then ("5 days"), as people mix them
-    assert words(45) == "forty-five" and words(7) == "seven"
-    rng = random.Random(0)
-    assert {duration_phrase(14, rng) for _ in range(40)} >= {"a fortnight", "two weeks"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from .draw import Draw, assemble
-from .durations import DURATION_SHARE, duration_phrase
 from .entities import person, product
 from .tables import table
 
@@ -41,13 +40,10 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
     days = rng.randint(1, 90)
     urgent, refund = rng.random() < 0.35, rng.random() < 0.5
     issue = draw.widen(table(f"tickets/category/{category}"))
-    bought = draw.widen(table("tickets/product"), item=item, days=days)
-    if draw.split == "train" and rng.random() < DURATION_SHARE:  # "two weeks ago" for 14
-        bought = bought.replace(f"{days} days", duration_phrase(days, rng), 1)
     facts = [
         draw.pick(table("common/name"), name=name),
         draw.pick(table("tickets/problem"), issue=issue),
-        bought,
+        draw.widen(table("tickets/product"), item=item, days=days),
         draw.widen(table(f"tickets/urgent/{'yes' if urgent else 'no'}")),
         draw.widen(table(f"tickets/refund/{'yes' if refund else 'no'}")),
     ]
