@@ -318,10 +318,10 @@ def sweep_masked_confidence(timer: Timer, copy_bw: float, target: dict[str, floa
         time_config(default)
     results.sort(key=lambda r: r[0])
     target["masked_confidence sweep best"] = results[0][2]
-    header = ["BLOCK_W", "splits", "warps", "unroll", "stages", "lane shift", "median µs (graph)",
+    header = ["BLOCK_W", "splits", "warps", "unroll", "lane shift", "median µs (graph)",
               "of copy BW"]  # fmt: skip
     fastest = {
-        lane: next((r for _, r, _ in results if r[5] == str(lane)), None) for lane in (False, True)
+        lane: next((r for _, r, _ in results if r[4] == str(lane)), None) for lane in (False, True)
     }
     summary = "".join(
         f"\n- fastest {'lane-shift' if lane else 'shared-shift'} kernel: "

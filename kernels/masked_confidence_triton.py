@@ -401,7 +401,6 @@ class ConfidenceConfig(NamedTuple):
     splits: int  # programs per row, each over one contiguous chunk of the vocabulary
     num_warps: int
     unroll: int  # tiles loaded per main-loop step: 1, 2 or 4
-    stages: int = 3  # software-pipelining depth the compiler may use (Triton's default)
     lane_shift: bool = False  # one softmax shift per lane (no per-tile block reduction)
 
 
@@ -468,7 +467,6 @@ def masked_confidence_triton(
         BLOCK_W=cfg.block_w,
         LANE=cfg.lane_shift,
         num_warps=cfg.num_warps,
-        num_stages=cfg.stages,
         enable_fp_fusion=FP_FUSION,
     )  # fmt: skip
     if not final:

@@ -156,11 +156,13 @@ class DocumentNumbers:
         self, document: str | Sequence[str], vocab: Vocabulary, unit: str | None = None
     ) -> None:
         self.vocab = vocab
-        values = document_numbers(document)
-        if unit is not None:  # lengths of time the document states, in `unit`
-            parts = [document] if isinstance(document, str) else document
-            values += [p.value for part in parts for p in duration_places(part, unit)]
-        self.entries = _distinct(_encode_all(vocab, [*dict.fromkeys(values), "null"]))
+        values: dict[str, None] = {}
+        for part in [document] if isinstance(document, str) else document:
+            places = number_places(part)  # as `document_numbers` reads them
+            values.update(dict.fromkeys(p.value for p in places))
+            if unit is not None:  # and the lengths of time it states, in `unit`
+                values.update(dict.fromkeys(p.value for p in duration_places(part, unit, places)))
+        self.entries = _distinct(_encode_all(vocab, [*values, "null"]))
 
 
 class DocumentSpans:

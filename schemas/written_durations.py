@@ -65,10 +65,11 @@ def _convert(qty: Fraction, unit: str, to: str) -> Fraction:
     return qty * DAYS[unit] / DAYS[to]
 
 
-def _terms(text: str) -> list[_Term]:
-    """Every "<quantity> <unit>" of `text`, in order of their start."""
+def _terms(text: str, places: list[NumberPlace] | None) -> list[_Term]:
+    """Every "<quantity> <unit>" of `text`, in order of their start (`places`: its numbers,
+    when the caller has read them already)."""
     found: dict[int, _Term] = {}
-    for place in number_places(text):
+    for place in number_places(text) if places is None else places:
         unit = _UNIT_AFTER.match(text, place.end)
         if unit:
             qty = Fraction(Decimal(place.value))
@@ -78,14 +79,17 @@ def _terms(text: str) -> list[_Term]:
     return [found[k] for k in sorted(found)]
 
 
-def duration_places(text: str, unit: str) -> list[NumberPlace]:
+def duration_places(
+    text: str, unit: str, places: list[NumberPlace] | None = None
+) -> list[NumberPlace]:
     """Every length of time `text` states, valued in `unit` (see the module docstring), in
-    order of where it starts; a sum of joined terms comes after its first term."""
+    order of where it starts; a sum of joined terms comes after its first term. `places` are
+    `number_places(text)` if the caller has them (they are read again otherwise)."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
     to = unit.removesuffix("s")
     spans: list[tuple[int, int, Fraction]] = []
-    terms = _terms(text)
+    terms = _terms(text, places)
     for i, term in enumerate(terms):
         total, end = _convert(term.qty, term.unit, to), term.end
         spans.append((term.start, end, total))
