@@ -267,7 +267,9 @@ def score_positions(
     logits = None
     at = full.nonzero().squeeze(1)
     if at.numel():
-        logits = model.logits(states[at]).float()  # [F, V]
+        # In the model's dtype: `masked_confidence` widens each chunk of rows to fp32 itself, and
+        # a copy of every row at once costs more than the head on a CPU (bf16, 840 × 30,522).
+        logits = model.logits(states[at])  # [F, V]
         best = masked_confidence(logits, masks[at])
         tokens[at], probs[at] = best.token, best.prob
     few = (~full).nonzero().squeeze(1)
@@ -283,7 +285,9 @@ def score_positions(
         if rng is not None:
             assert logits is not None
             allowed = unpack_bitmask(bitmask[n], vocab)
-            token_n, prob_n = sample_token(logits[row_of[n]].cpu(), allowed, temperature, rng)
+            token_n, prob_n = sample_token(
+                logits[row_of[n]].float().cpu(), allowed, temperature, rng
+            )
         items[i].append(PositionItem(prob_n, pos, token_n, row_of[n]))
     return logits
 
