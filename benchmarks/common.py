@@ -16,6 +16,8 @@ import json
 import os
 import random
 import resource
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -241,3 +243,23 @@ def widen_vocabulary(eng: DecisionEngine, size: int = WIDE_VOCAB) -> None:
     excluded = special_ids(config, tokenizer) | {eng.compiler.filler_id}
     excluded |= set(range(len(base) - 1, tokenizer.vocab_size))  # <|endoftext|> and the added
     eng.compiler.vocabulary = Vocabulary.from_bytes(surfaces, excluded=excluded)
+
+
+def peak_rss(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float, str]:
+    """(peak RSS in MB, seconds, stdout) of a child process run to its end, the peak read from
+    `wait4`; exits with the end of the child's stderr when its exit code is not in `ok_codes`."""
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err)
+        assert process.stdout is not None
+        stdout = process.stdout.read().decode()
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode not in ok_codes:
+            err.seek(0)
+            raise SystemExit(
+                f"{' '.join(args[:4])} ... exited with {process.returncode}: "
+                f"{err.read().decode()[-2000:]}"
+            )
+    return usage.ru_maxrss / 1024, seconds, stdout

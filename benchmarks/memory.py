@@ -19,13 +19,11 @@ report. Target: the 100,000-row peak is less than 1.5× the 10,000-row peak.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import common
 import polars as pl
 from tokenizers import ByteLevelBPETokenizer
 
@@ -50,17 +48,6 @@ def small_tokenizer(path: Path) -> Path:
     tokenizer.train_from_iterator(documents, vocab_size=1000, min_frequency=2, show_progress=False)
     tokenizer.save(str(path))
     return path
-
-
-def peak_rss(args: list[str]) -> tuple[float, float]:
-    """(peak RSS in MB, seconds) of a child process."""
-    started = time.perf_counter()
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"decide run failed: {process.stderr.read().decode()[-2000:]}")
-    return usage.ru_maxrss / 1024, seconds
 
 
 def main() -> None:
@@ -101,7 +88,7 @@ def main() -> None:
                        str(tmp_path / f"out-{rows}"), "--spec", str(spec),
                        "--model", str(model), "--batch-size", "32", "--no-progress",
                        "--threshold", str(args.threshold)]  # fmt: skip
-            mb, seconds = peak_rss(command)
+            mb, seconds, _ = common.peak_rss(command, ok_codes=(0, 1))
             peaks.append(mb)
             out = tmp_path / f"out-{rows}"
             answered = pl.scan_parquet(out / "answers" / "*.parquet").select(pl.len()).collect()

@@ -42,6 +42,9 @@ from .row_state import RowState
 from .scoring import RESTRICTED_LIMIT, score_options, score_positions
 
 OPTION_LIMIT = 256  # finite slots with more options than this are decided position by position
+# A block-causal prefill commits a long prefix in forwards of about this many positions (whole
+# model blocks), so its attention masks and activations grow with the prompt, not its square.
+PREFILL_CHUNK = 2048
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,13 @@ class Sampler:
                 group, refill = refill, []
                 cache = None
                 if not self.exact:  # the exact path recomputes everything, nothing to keep
+                    # Longest prefix first: the rows a leading chunk is for are then the first
+                    # lanes of the cache, a view of it (`_read_ahead`).
+                    for row in group:
+                        row.cached = 0
+                    group.sort(key=lambda r: -self._window(r, prefill=True)[2])
                     cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
+                    self._read_ahead(group, cache)
                 self._step(group, cache, prefill=True)
                 if cache is not None:
                     if main is None:
@@ -239,10 +248,33 @@ class Sampler:
                 return 0, unit_end, 0
             if self.block_size is None:
                 return 0, unit_end, row.block_start
-            return 0, unit_end, unit_start // self.block_size * self.block_size
+            # `row.cached` is what `_read_ahead` already committed of a long prefix (else 0).
+            start = row.cached
+            return start, unit_end, unit_start // self.block_size * self.block_size - start
         if self.block_size is None:
             return row.cached, unit_end, 0
         return row.cached, unit_end, unit_start // self.block_size * self.block_size - row.cached
+
+    def _read_ahead(self, rows: list[RowState], cache: KVCache) -> None:
+        """Block-causal families: commit each row's prefix beyond `PREFILL_CHUNK` positions in
+        leading forwards of whole model blocks on a fresh `cache`, leaving the prefill forward at
+        most a chunk of the prefix plus the unit. Exact: a block-causal position attends to the
+        blocks up to its own, and a Gated DeltaNet state carries over, whether the earlier blocks
+        were read in the same forward or committed by an earlier one. `rows` are sorted longest
+        prefix first, so each leading forward runs on a view of the first rows' lanes."""
+        if self.block_size is None:
+            return
+        chunk = max(self.block_size, PREFILL_CHUNK // self.block_size * self.block_size)
+        while True:
+            ahead = [r for r in rows if self._window(r, prefill=True)[2] > chunk]
+            if not ahead:
+                return
+            ids = torch.tensor([r.seq[r.cached : r.cached + chunk] for r in ahead])
+            self.model(ids.to(self.model.device), cache.view(len(ahead)), commit=chunk)
+            for row in ahead:
+                row.cached += chunk
+                row.stats.nfe += 1
+                row.stats.positions += chunk
 
     def _step(self, rows: list[RowState], cache: KVCache | None, prefill: bool) -> None:
         windows = [self._window(r, prefill) for r in rows]
@@ -261,7 +293,7 @@ class Sampler:
         else:
             hidden = self.model(ids.to(device), cache, window_lens=lens, commit=commits)
         for row, (_, end, commit), n in zip(rows, windows, computed, strict=True):
-            row.cached = (0 if prefill else row.cached) + commit
+            row.cached = (0 if prefill and self.block_size is None else row.cached) + commit
             row.stats.nfe += 1
             row.stats.positions += n
             # What the cache now holds for the rest of the window: keys/values of these tokens.

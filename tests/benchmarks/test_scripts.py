@@ -29,6 +29,7 @@ CASES = {
     "rules": ["--docs", "2"],
     "step_profile": ["--docs", "2", "--batch-sizes", "2"],
     "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation"],
+    "long_prompt": ["--families", "sdar", "--tokens", "2600"],  # above one 2,048-token chunk
 }  # fmt: skip
 
 
@@ -46,3 +47,5 @@ def test_benchmark_script_runs_and_prints_its_table(script: str) -> None:
     if script == "memory":  # every row answered, none failed
         rows = [line.split("|") for line in table[2:]]
         assert all(r[2].strip() == r[1].strip() and r[3].strip() == "0" for r in rows), table
+    if script == "long_prompt":  # one forward and chunks: the same answers
+        assert all(line.split("|")[-2].strip() == "True" for line in table[2:]), table

@@ -421,3 +421,35 @@ print("ok")
     assert done.stdout.strip().endswith("ok")
     for kernel in ("gated_delta_rule", "moe_experts"):
         assert f"{kernel}: using the triton backend" in done.stderr
+
+
+def test_a_long_document_is_read_whole_in_chunks(tiny_checkpoint, tmp_path, monkeypatch) -> None:
+    """A document far beyond one prefill chunk, on a hybrid whose context holds it, is read in
+    one pass (no windows) with its prompt committed in chunks: the same answers as one forward,
+    a few more forward passes."""
+    import polars as pl
+    from helpers.jobdata import QUESTIONS, WORDS
+
+    from decide.engine import sampler as sampler_module
+    from decide.jobs.runner import run_job
+    from decide.jobs.spec import parse_spec
+
+    model = tiny_checkpoint("qwen3_next", vocab="small", init_std=0.2, block_size=8,
+                            extra_config=(("max_position_embeddings", 8192),))  # fmt: skip
+    rng = random.Random(3)
+    docs = [" ".join(rng.choice(WORDS) for _ in range(n)) for n in (1500, 12, 700)]
+    inputs = tmp_path / "in.parquet"
+    pl.DataFrame({"doc_id": ["long", "short", "middle"], "document": docs}).write_parquet(inputs)
+    frames = {}
+    for chunk in (1_000_000, 128):
+        monkeypatch.setattr(sampler_module, "PREFILL_CHUNK", chunk)
+        out = tmp_path / f"out-{chunk}"
+        run_job(parse_spec({"questions": QUESTIONS}), [inputs], out, model=model, batch_size=3,
+                progress=False)  # fmt: skip
+        frames[chunk] = pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
+    whole, chunked = frames[1_000_000], frames[128]
+    assert chunked["status"].to_list() == ["ok"] * 3
+    assert chunked["windows"].to_list() == [0, 0, 0]  # read whole, not in windows
+    assert chunked["answers_json"].to_list() == whole["answers_json"].to_list()
+    extra = dict(zip(chunked["doc_id"], (chunked["nfe"] - whole["nfe"]).to_list(), strict=True))
+    assert extra["long"] > extra["middle"] > extra["short"] >= 0
