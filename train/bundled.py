@@ -27,7 +27,7 @@ import random
 import shutil
 import subprocess
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +318,7 @@ def build(
     trained weights alone). The summary records `command`, the commit, the starting weights,
     the data sizes and the SHA-256 of the trained and of the written weights."""
     work.mkdir(parents=True, exist_ok=True)
+    config = replace(config, strict_questions=True)  # every row is ours: a refused one is a bug
     if merge is None:
         merge = RECIPE_MERGE["minilm" if init is None and start == "minilm" else "shipped"]
     if not 0.0 <= merge <= 1.0:

@@ -10,6 +10,9 @@ ones absent, as at inference.
 
 Uncased vocabularies cannot spell upper case: a gold string the vocabulary cannot spell is
 lower-cased when that makes it spellable (`Example.lowered` counts it), else the row is skipped.
+Rows whose questions the runner refuses are skipped and counted too, unless the builder is
+`strict` (the bundled recipe: its rows are our own data, and a refused one is a bug that would
+otherwise only show as a different model).
 """
 
 from __future__ import annotations
@@ -68,7 +71,11 @@ class ExampleBuilder:
         tokenizer: TokenizerBundle,
         *,
         instruction: str | None = None,
+        strict: bool = False,
     ) -> None:
+        # strict: a row whose questions the runner refuses raises instead of being skipped (our
+        # own training data, where such a row is a bug: the bundled recipe)
+        self.strict = strict
         self.book = QuestionBook(config, tokenizer)
         self.packer = Packer.for_model(
             config,
@@ -112,9 +119,13 @@ class ExampleBuilder:
         try:
             compiled = self.book.build(parse_questions(list(questions), "row")).questions
         except QuestionsRefused as exc:  # a row the runner would refuse too
+            if self.strict:
+                raise SpecError(f"a training row's questions are refused: {exc}") from exc
             self.stats.skip(type(exc.cause).__name__)
             return None
         except SpecError as exc:
+            if self.strict:
+                raise SpecError(f"a training row's questions are refused: {exc}") from exc
             self.stats.skip(type(exc).__name__)
             return None
         if any(q.id not in gold for q in compiled):

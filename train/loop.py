@@ -74,6 +74,9 @@ class TrainConfig:
     save_every: int = 200
     device: str = "cpu"
     workers: int = 0  # processes building batches ahead (0: in the training process)
+    # a row whose questions the runner refuses stops the run (`SpecError`) instead of being
+    # skipped and counted in `rows_skipped` (`ExampleBuilder.strict`; the bundled recipe)
+    strict_questions: bool = False
 
 
 def bf16_is_fast(device: str) -> bool:
@@ -345,7 +348,7 @@ def train(
     if hasattr(model, "dropout"):
         model.dropout = config.dropout
     autocast = torch.device(config.device).type
-    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer, strict=config.strict_questions)
     pad_id = builder.book.filler_id
     decay, no_decay = [], []
     for name, p in model.named_parameters():

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 
 from decide.cli import main
 from decide.engine import load_model
+from decide.jobs.spec import SpecError
 from decide.train.bundled import PACKAGE_MODEL, contractnli_windows, row_sampler
 from decide.train.contractnli import LABELS
 from decide.train.examples import ExampleBuilder
@@ -323,3 +324,19 @@ def test_capped_weight_bounds_a_drill_with_one_maskable_slot(base) -> None:
     uncapped = batch_loss(loaded.model, [drill], *args, gen(), 1.0)
     capped = batch_loss(loaded.model, [drill], *args, gen(), 1.0, "positions", True)
     assert capped < uncapped and torch.isfinite(capped)
+
+
+def test_a_refused_row_is_skipped_or_in_strict_mode_stops_the_build(base) -> None:
+    """User data: a row whose questions the runner refuses is skipped and counted. Our own data
+    (the bundled recipe, `TrainConfig.strict_questions`): the same row is an error naming why,
+    not a silently different model."""
+    loaded = load_model(base)
+    text, questions, gold, _ = derived_drill(random.Random(2), "train")
+    bad = [dict(questions[0], unit="days")]  # `unit` without `extract`: refused
+    lenient = ExampleBuilder(loaded.config, loaded.tokenizer)
+    assert lenient.build(text, bad, gold, random.Random(0)) is None
+    assert sum(lenient.stats.skipped.values()) == 1
+    strict = ExampleBuilder(loaded.config, loaded.tokenizer, strict=True)
+    assert strict.build(text, questions, gold, random.Random(0)) is not None
+    with pytest.raises(SpecError, match=r"refused.*unit"):
+        strict.build(text, bad, gold, random.Random(0))
