@@ -1,4 +1,4 @@
-"""Profile: where a decide step's time goes on the bundled model, at each batch size.
+"""Profile: where a decide step's time goes on the bundled model (or a tiny random one), per batch.
 
 `--head-limit 0` scores every position through the full-vocabulary head (the path before the
 restricted head); the default limit takes the restricted head where a mask allows few tokens.
@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import common
@@ -91,14 +93,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--head-limit", type=int, nargs="*", default=[RESTRICTED_LIMIT])
+    parser.add_argument("--model", default="bundled",
+                        help="bundled, or a family's tiny random checkpoint (llada, dream, ...)")  # fmt: skip
     parser.add_argument("--in-block", type=int, nargs="*", default=[0, 1],
                         help="decoding.in_block_cache off (0) and/or on (1)")  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
-    path = common.bundled()
-    if path is None:
-        raise SystemExit("no bundled model installed")
-    loaded = load_model(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.model == "bundled":
+            path = common.bundled()
+            if path is None:
+                raise SystemExit("no bundled model installed")
+        else:
+            path = common.tiny_checkpoint(Path(tmp) / args.model, args.model)
+        loaded = load_model(path)
     eng = common.engine(loaded, args.batch_sizes[0])
     docs = common.documents(args.docs, args.seed, questions=8)
     items = common.items(eng, docs)
