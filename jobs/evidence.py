@@ -19,7 +19,7 @@ import polars as pl
 
 from decide.schemas.dates import MAX_DATE_WORDS, DatePolicy, date_format, read_date
 from decide.schemas.span import MAX_SPAN_WORDS, _plain, _span_places
-from decide.schemas.written_durations import duration_places
+from decide.schemas.units import unit_places
 from decide.schemas.written_numbers import number_places
 
 EVIDENCE_FIELDS: dict[str, pl.DataType] = {
@@ -56,8 +56,9 @@ def locate(
     unit: str | None = None,
 ) -> tuple[int, int] | None:
     """Offsets in `text` of the first span, number or date that `value` (an extract answer) was
-    copied from; None for `null` or when it is not there. With a `unit`, a length of time the
-    text states in words ("two weeks") is looked for before a number written as such."""
+    copied from; None for `null` or when it is not there. With a `unit`, a length of time or an
+    amount per period the text states ("two weeks", "$1,400 a month") is looked for before a
+    number written as such."""
     if value is None or isinstance(value, bool):
         return None
     fmt = date_format(schema)
@@ -79,8 +80,8 @@ def locate(
                 return start, end
         return None
     number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-    durations = duration_places(text, unit) if unit is not None else []
-    for place in [*durations, *number_places(text)]:
+    in_unit = unit_places(text, unit) if unit is not None else []
+    for place in [*in_unit, *number_places(text)]:
         if Decimal(place.value) == number:
             return place.start, place.end
     return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from decide.schemas.dates import DatePolicy, date_format, date_in_document
 from decide.schemas.span import NoSpan, in_document, number_in_document
-from decide.schemas.written_durations import duration_in_document
+from decide.schemas.units import unit_in_document
 
 
 class MissingSpan(NoSpan):
@@ -35,5 +35,5 @@ def copied(value: Any, text: str, schema: Any, dates: DatePolicy, unit: str | No
     if isinstance(value, str):
         return in_document(value, text)
     return number_in_document(value, text) or (
-        unit is not None and duration_in_document(value, text, unit)
+        unit is not None and unit_in_document(value, text, unit)
     )

@@ -31,7 +31,7 @@ class CompiledQuestion:
     extract: bool = False  # answer with a span of the document (`SpanSlot`)
     derive: str | None = None  # CEL over other answers (`jobs.derive`)
     absent: Any = None  # the declared "not in this part of the document" value (`Question`)
-    unit: str | None = None  # a numeric extract question's durations unit (`Question.unit`)
+    unit: str | None = None  # a numeric extract question's unit (`Question.unit`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:

@@ -118,7 +118,7 @@ class QuestionSet:
     schema_rules: Any  # those rules as written (part of every decision schema)
     plan: DerivePlan
     checks: CheckPlan | None  # CEL rules: all checked after decoding, some enforced in `ruleset`
-    # extract question id -> spans | numbers | durations:<unit> | dates:<format>
+    # extract question id -> spans | numbers | numbers:<unit> | dates:<format>
     extract_kinds: dict[str, str]
     filler_id: int
     dates: DatePolicy
@@ -184,7 +184,7 @@ class QuestionSet:
                     built[kind] = DocumentSpans(
                         parts, vocab, None if None in limits else max(limits)
                     )
-                elif kind == "numbers" or kind.startswith("durations:"):
+                elif kind == "numbers" or kind.startswith("numbers:"):
                     unit = kind.split(":", 1)[1] if ":" in kind else None
                     built[kind] = DocumentNumbers(parts, vocab, unit)
                 else:
@@ -279,7 +279,7 @@ class QuestionBook:
                 if kind == "dates":
                     kind = f"dates:{date_format(q.schema)}"
                 elif q.unit is not None:
-                    kind = f"durations:{q.unit}"
+                    kind = f"numbers:{q.unit}"
                 kinds[q.id] = kind
         return QuestionSet(
             questions, key, ruleset, self.rules, plan, checks, kinds, self.filler_id, self.dates

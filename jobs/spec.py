@@ -36,6 +36,11 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+# `Question.unit`: lengths of time (`decide.schemas.written_durations`) or amounts per period
+# (`decide.schemas.written_rates`); `decide.schemas.units.UNITS` spells the same list.
+Unit = Literal["days", "weeks", "months", "years", "per_year", "per_month", "per_week"]
+
+
 class Question(Strict):
     id: str = Field(pattern=QUESTION_ID)
     text: str = Field(min_length=1)
@@ -49,17 +54,20 @@ class Question(Strict):
     # a confident window that found something (`jobs.windows.combine`). Must be a value of the
     # schema; a schema that admits null has null as its absent value without it.
     absent: Any = Field(None)
-    # A numeric extract question whose answer is a length of time: the document's durations
-    # ("two weeks", "the day before yesterday") count as numbers it states, in this unit
-    # (`decide.schemas.written_durations`). Changes answers: part of the fingerprint when set.
-    unit: Literal["days", "weeks", "months", "years"] | None = None
+    # A numeric extract question whose answer is a length of time or an amount per period: the
+    # document's durations ("two weeks", "the day before yesterday") or amounts stated with a
+    # period ("$1,400 a month") count as numbers it states, in this unit (`decide.schemas.units`).
+    # Changes answers: part of the fingerprint when set.
+    unit: Unit | None = None
 
     @model_validator(mode="after")
     def _not_both(self) -> Question:
         if self.extract and self.derive is not None:
             raise ValueError("a question is either extract or derive, not both")
         if self.unit is not None and not self.extract:
-            raise ValueError(f"unit: {self.unit!r} needs extract: true (durations are read)")
+            raise ValueError(
+                f"unit: {self.unit!r} needs extract: true (the document's numbers are read)"
+            )
         if self.absent is not None:
             from jsonschema.validators import validator_for
 

@@ -37,8 +37,8 @@ from decide.engine.constraints import InfeasibleSlot, bitmask_width
 
 from .errors import UnsupportedSchema
 from .slot import CompiledSlot, Decoded, check_bitmask
+from .units import unit_places
 from .vocab import Vocabulary
-from .written_durations import duration_places
 from .written_numbers import number_places
 
 if TYPE_CHECKING:
@@ -146,9 +146,9 @@ def number_in_document(value: Any, document: str) -> bool:
 class DocumentNumbers:
     """A document's numbers (`document_numbers`) as one vocabulary spells them: (token ids, JSON
     text) per number, plus `null`; the entries a numeric extract question's `SpanSlot` chooses
-    from. With a `unit`, also the lengths of time it states in that unit
-    (`written_durations`). Built once per document and shared by its numeric extract questions
-    (of the same unit)."""
+    from. With a `unit`, also the lengths of time or amounts per period it states, in that unit
+    (`units`). Built once per document and shared by its numeric extract questions (of the same
+    unit)."""
 
     what = "number"
 
@@ -161,7 +161,7 @@ class DocumentNumbers:
             places = number_places(part)  # as `document_numbers` reads them
             values.update(dict.fromkeys(p.value for p in places))
             if unit is not None:  # and the lengths of time it states, in `unit`
-                values.update(dict.fromkeys(p.value for p in duration_places(part, unit, places)))
+                values.update(dict.fromkeys(p.value for p in unit_places(part, unit, places)))
         self.entries = _distinct(_encode_all(vocab, [*values, "null"]))
 
 

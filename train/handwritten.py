@@ -86,16 +86,22 @@ def _extracting(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     free integers; a number the document implies but does not write (a yearly income from a
     monthly one) cannot be answered this way."""
     return [
-        {**q, "extract": True, **({"unit": DURATIONS[q["id"]]} if q["id"] in DURATIONS else {})}
+        {**q, "extract": True, **({"unit": UNITS[q["id"]]} if q["id"] in UNITS else {})}
         if q["schema"].get("type") in ("string", "integer")
         else dict(q)
         for q in questions
     ]
 
 
-# Integer questions whose answer is a length of time: the durations a document writes ("two weeks
-# ago", "yesterday") are numbers it states, in this unit (`Question.unit`).
-DURATIONS = {"days_since_purchase": "days"}
+# Integer questions whose answer is a length of time or an amount per period: the durations a
+# document writes ("two weeks ago", "yesterday") and the amounts it states with a period ("$1,400
+# a month") are numbers it states, in this unit (`Question.unit`).
+UNITS = {
+    "days_since_purchase": "days",
+    "income": "per_year",
+    "monthly_income": "per_month",
+    "monthly_rent": "per_month",
+}
 
 
 LEAVE_QUESTIONS = [
