@@ -152,7 +152,8 @@ class Sampler:
                     # lanes of the cache, a view of it (`_read_ahead`).
                     for row in group:
                         row.cached = 0
-                    group.sort(key=lambda r: -self._window(r, prefill=True)[2])
+                    if self.block_size is not None:
+                        group.sort(key=lambda r: -self._window(r, prefill=True)[2])
                     cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
                     self._read_ahead(group, cache)
                 self._step(group, cache, prefill=True)
