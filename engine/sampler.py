@@ -20,7 +20,8 @@ committed since (`_queries`), reading the rest of the window's keys/values from 
 `cache=False` every step recomputes everything from a fresh cache (exact for all families, and
 slow).
 
-New rows and rows whose prefix must be rebuilt go through a *prefill* forward on a fresh cache and
+New rows and rows whose prefix must be rebuilt go through a *prefill* forward on a fresh cache (a
+block-causal prefix longer than `PREFILL_CHUNK` is committed first in leading chunks, exactly) and
 then join the lanes of the main cache; rows in lanes step together on views of it, and finished rows
 leave by swap-removal, so the lanes stay packed and their cache is never copied wholesale.
 """
@@ -270,6 +271,7 @@ class Sampler:
             ahead = [r for r in rows if self._window(r, prefill=True)[2] > chunk]
             if not ahead:
                 return
+            assert ahead == rows[: len(ahead)], "rows must come longest prefix first"
             ids = torch.tensor([r.seq[r.cached : r.cached + chunk] for r in ahead])
             self.model(ids.to(self.model.device), cache.view(len(ahead)), commit=chunk)
             for row in ahead:
