@@ -39,6 +39,7 @@ class KVCache:
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
         self.last_hidden = torch.zeros(batch_size, hidden_size, dtype=dtype, device=device)
         self.has_last = torch.zeros(batch_size, dtype=torch.bool, device=device)  # [B]
+        self.is_view = False  # a view's buffers are slices of another cache's (`view`)
 
     @property
     def batch_size(self) -> int:
@@ -52,6 +53,11 @@ class KVCache:
         """Grow every layer's buffers to hold at least `needed` positions (doubling)."""
         if needed <= self.capacity:
             return
+        if self.is_view:  # new buffers would no longer be the viewed cache's: writes would be lost
+            raise RuntimeError(
+                f"a cache view cannot grow ({self.capacity} → {needed} positions): reserve on the "
+                "cache it views first"
+            )
         new_cap = max(needed, 2 * self.capacity)
         for buffers in (self.k, self.v):
             for i, old in enumerate(buffers):
@@ -107,19 +113,28 @@ class KVCache:
         out.lengths = self.lengths.index_select(0, rows)
         out.last_hidden = self.last_hidden.index_select(0, rows)
         out.has_last = self.has_last.index_select(0, rows)
+        out.is_view = False
         return out
 
-    def view(self, rows: int) -> KVCache:
-        """The first `rows` rows, sharing storage: forwards and commits on the view land here.
-
-        Call `reserve` on this cache first; a view cannot grow."""
+    def view(self, rows: int, start: int = 0) -> KVCache:
+        """Rows `[start, start + rows)`, sharing storage: forwards and commits on the view land
+        here. Call `reserve` on this cache first; a view cannot grow."""
+        end = start + rows
         out = KVCache.__new__(KVCache)
-        out.k = [t[:rows] for t in self.k]
-        out.v = [t[:rows] for t in self.v]
-        out.lengths = self.lengths[:rows]
-        out.last_hidden = self.last_hidden[:rows]
-        out.has_last = self.has_last[:rows]
+        out.k = [t[start:end] for t in self.k]
+        out.v = [t[start:end] for t in self.v]
+        out.lengths = self.lengths[start:end]
+        out.last_hidden = self.last_hidden[start:end]
+        out.has_last = self.has_last[start:end]
+        out.is_view = True
         return out
+
+    def clear(self) -> None:
+        """Empty every row (on a view: its rows), for new documents: nothing committed, no last
+        hidden state. Keys and values left behind stay: attention never reads past a row's
+        committed prefix and window, and they are finite (see the module docstring)."""
+        self.lengths.zero_()
+        self.has_last.zero_()
 
     def copy_rows(self, dst: list[int], src: KVCache, src_rows: list[int]) -> None:
         """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one: the whole

@@ -147,11 +147,21 @@ class HybridCache:
         state = [t.index_select(0, rows) for t in self.state]
         return HybridCache(self.kv.select(rows), conv, state)
 
-    def view(self, rows: int) -> HybridCache:
-        """The first `rows` rows, sharing storage. Call `reserve` on this cache first."""
+    def view(self, rows: int, start: int = 0) -> HybridCache:
+        """Rows `[start, start + rows)`, sharing storage. Call `reserve` on this cache first."""
+        end = start + rows
         return HybridCache(
-            self.kv.view(rows), [t[:rows] for t in self.conv], [t[:rows] for t in self.state]
+            self.kv.view(rows, start),
+            [t[start:end] for t in self.conv],
+            [t[start:end] for t in self.state],
         )
+
+    def clear(self) -> None:
+        """`KVCache.clear`, and the GDN conv and recurrent states back to zero (a new document's
+        linear attention starts from nothing)."""
+        self.kv.clear()
+        for t in (*self.conv, *self.state):
+            t.zero_()
 
     def copy_rows(self, dst: list[int], src: HybridCache, src_rows: list[int]) -> None:
         """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one."""

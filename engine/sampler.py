@@ -20,10 +20,11 @@ committed since (`_queries`), reading the rest of the window's keys/values from 
 `cache=False` every step recomputes everything from a fresh cache (exact for all families, and
 slow).
 
-New rows and rows whose prefix must be rebuilt go through a *prefill* forward on a fresh cache (a
-block-causal prefix longer than `PREFILL_CHUNK` is committed first in leading chunks, exactly) and
-then join the lanes of the main cache; rows in lanes step together on views of it, and finished rows
-leave by swap-removal, so the lanes stay packed and their cache is never copied wholesale.
+New rows and rows whose prefix must be rebuilt go through a *prefill* forward on the main cache's
+free lanes, emptied (`KVCache.clear`; a block-causal prefix longer than `PREFILL_CHUNK` is
+committed first in leading chunks, exactly), and then step as lanes of it: rows in lanes step
+together on views of it, and finished rows leave by swap-removal, so the lanes stay packed and
+nothing is copied from one cache to another.
 """
 
 from __future__ import annotations
@@ -145,26 +146,31 @@ class Sampler:
                 main.reserve(max(r.cached for r in lanes) + ahead)
                 self._step(lanes, main.view(len(lanes)), prefill=False)
                 stepped.extend(lanes)
-            if refill:  # new rows and rebuilt prefixes: one forward on a fresh cache
+            if refill:  # new rows and rebuilt prefixes: one forward on the free lanes
                 group, refill = refill, []
                 cache = None
                 if not self.exact:  # the exact path recomputes everything, nothing to keep
                     # Longest prefix first: the rows a leading chunk is for are then the first
-                    # lanes of the cache, a view of it (`_read_ahead`).
+                    # rows of the group's view (`_read_ahead`).
                     for row in group:
                         row.cached = 0
                     if self.block_size is not None:
                         group.sort(key=lambda r: -self._window(r, prefill=True)[2])
-                    cache = self.model.new_cache(len(group), max(r.unit[1] for r in group))
-                    self._read_ahead(group, cache)
-                self._step(group, cache, prefill=True)
-                if cache is not None:
+                    # The prefill runs on the main cache's free lanes, emptied: no second cache
+                    # to allocate and copy from (for a long prompt, no second copy of its keys).
                     if main is None:
                         main = self.model.new_cache(self.config.batch_size)
-                    first = len(lanes)
-                    main.copy_rows(
-                        list(range(first, first + len(group))), cache, list(range(len(group)))
+                    main.reserve(max(r.unit[1] for r in group))
+                    main.view(len(group), start=len(lanes)).clear()
+                    self._read_ahead(group, main.view(len(group), start=len(lanes)))
+                    # The prefill's keys reach the most read ahead plus the widest window left
+                    # (a view cannot grow, so the main cache grows first).
+                    main.reserve(
+                        max(r.cached for r in group) + max(r.unit[1] - r.cached for r in group)
                     )
+                    cache = main.view(len(group), start=len(lanes))
+                self._step(group, cache, prefill=True)
+                if cache is not None:
                     for row in group:
                         row.lane = len(lanes)
                         lanes.append(row)

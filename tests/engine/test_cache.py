@@ -56,3 +56,21 @@ def test_place_rows_equals_scatter() -> None:
     part[1, 1] = part[1, 0]
     want = torch.zeros(2, 6, 5).scatter_(1, offsets[..., None].expand(-1, -1, 5), part)
     assert torch.equal(place_rows(part, offsets, 6), want)
+
+
+def test_a_view_cannot_grow_and_clear_empties_only_its_rows() -> None:
+    """Growing a view would give it buffers of its own, and the forwards on it would no longer
+    land in the cache it views: an error, not lost writes."""
+    cache = KVCache(num_layers=1, batch_size=4, num_kv_heads=1, head_dim=2, hidden_size=2,
+                    capacity=8, dtype=torch.float32, device="cpu")  # fmt: skip
+    cache.lengths[:] = torch.tensor([3, 4, 5, 6])
+    cache.has_last[:] = True
+    view = cache.view(2, start=1)
+    view.reserve(8)  # within capacity: nothing to do
+    with pytest.raises(RuntimeError, match="cannot grow"):
+        view.reserve(9)
+    view.clear()
+    assert cache.lengths.tolist() == [3, 0, 0, 6]
+    assert cache.has_last.tolist() == [True, False, False, True]
+    cache.reserve(20)  # the cache itself grows
+    assert cache.capacity == 20
