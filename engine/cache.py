@@ -136,22 +136,6 @@ class KVCache:
         self.lengths.zero_()
         self.has_last.zero_()
 
-    def copy_rows(self, dst: list[int], src: KVCache, src_rows: list[int]) -> None:
-        """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one: the whole
-        buffer, so the keys a window wrote after the prefix come along (`plan_queries`)."""
-        if not dst:
-            return
-        span = src.capacity
-        self.reserve(span)
-        d = torch.tensor(dst, device=self.lengths.device)
-        s = torch.tensor(src_rows, device=self.lengths.device)
-        for mine, theirs in ((self.k, src.k), (self.v, src.v)):
-            for layer in range(len(mine)):
-                mine[layer][d, :, :span] = theirs[layer][s, :, :span]
-        self.lengths[d] = src.lengths[s]
-        self.last_hidden[d] = src.last_hidden[s]
-        self.has_last[d] = src.has_last[s]
-
     def move_row(self, src: int, dst: int) -> None:
         """Overwrite row `dst` with row `src` (compaction after a row leaves), window keys
         after the prefix included."""

@@ -13,9 +13,10 @@ called by the model before each forward, says which counts the staged states mus
 for, and `commit` refuses counts other than those. Recomputing the same block over the same prefix
 any number of times is therefore exact, which the in-place cache of `transformers` is not.
 
-`view(rows)` shares storage with this cache (forwards and commits on it land here); `select`,
-`copy_rows` and `move_row` copy. A row's GDN state costs Σ_layers (C·(K−1) + Hv·Dk·Dv) numbers
-whatever its length: that is what keeps the cost of a denoising step flat in document length.
+`view(rows, start)` shares storage with this cache (forwards and commits on it land here; `clear`
+empties its rows for new documents); `select` and `move_row` copy. A row's GDN state costs
+Σ_layers (C·(K−1) + Hv·Dk·Dv) numbers whatever its length: that is what keeps the cost of a
+denoising step flat in document length.
 """
 
 from __future__ import annotations
@@ -162,17 +163,6 @@ class HybridCache:
         self.kv.clear()
         for t in (*self.conv, *self.state):
             t.zero_()
-
-    def copy_rows(self, dst: list[int], src: HybridCache, src_rows: list[int]) -> None:
-        """Copy rows of another cache (e.g. a prefill's) into rows `dst` of this one."""
-        if not dst:
-            return
-        self.kv.copy_rows(dst, src.kv, src_rows)
-        d = torch.tensor(dst, device=self.lengths.device)
-        s = torch.tensor(src_rows, device=self.lengths.device)
-        for mine, theirs in ((self.conv, src.conv), (self.state, src.state)):
-            for slot in range(len(mine)):
-                mine[slot][d] = theirs[slot][s]
 
     def move_row(self, src: int, dst: int) -> None:
         """Overwrite row `dst` with row `src` (compaction after a row leaves)."""

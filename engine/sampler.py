@@ -161,8 +161,9 @@ class Sampler:
                     if main is None:
                         main = self.model.new_cache(self.config.batch_size)
                     main.reserve(max(r.unit[1] for r in group))
-                    main.view(len(group), start=len(lanes)).clear()
-                    self._read_ahead(group, main.view(len(group), start=len(lanes)))
+                    free = main.view(len(group), start=len(lanes))
+                    free.clear()
+                    self._read_ahead(group, free)
                     # The prefill's keys reach the most read ahead plus the widest window left
                     # (a view cannot grow, so the main cache grows first).
                     main.reserve(
@@ -265,11 +266,12 @@ class Sampler:
 
     def _read_ahead(self, rows: list[RowState], cache: KVCache) -> None:
         """Block-causal families: commit each row's prefix beyond `PREFILL_CHUNK` positions in
-        leading forwards of whole model blocks on a fresh `cache`, leaving the prefill forward at
-        most a chunk of the prefix plus the unit. Exact: a block-causal position attends to the
-        blocks up to its own, and a Gated DeltaNet state carries over, whether the earlier blocks
-        were read in the same forward or committed by an earlier one. `rows` are sorted longest
-        prefix first, so each leading forward runs on a view of the first rows' lanes."""
+        leading forwards of whole model blocks on `cache` (the group's emptied lanes), leaving the
+        prefill forward at most a chunk of the prefix plus the unit. Exact: a block-causal
+        position attends to the blocks up to its own, and a Gated DeltaNet state carries over,
+        whether the earlier blocks were read in the same forward or committed by an earlier one.
+        `rows` are sorted longest prefix first, so each leading forward runs on a view of the
+        first rows' lanes."""
         if self.block_size is None:
             return
         chunk = max(self.block_size, PREFILL_CHUNK // self.block_size * self.block_size)

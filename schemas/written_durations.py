@@ -107,11 +107,3 @@ def duration_places(
             exact = Decimal(value.numerator) / Decimal(value.denominator)
             out.append(NumberPlace(start, end, canonical(exact)))
     return out
-
-
-def duration_in_document(value: object, text: str, unit: str) -> bool:
-    """Whether the number `value` is a length of time `text` states in `unit`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    wanted = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-    return any(Decimal(p.value) == wanted for p in duration_places(text, unit))

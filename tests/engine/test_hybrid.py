@@ -203,20 +203,21 @@ def test_commit_must_come_from_the_forward(tiny_checkpoint) -> None:
         loaded.model(torch.zeros(2, 4, dtype=torch.long), cache)
 
 
-def test_view_select_copy_and_move_rows(tiny_checkpoint) -> None:
-    """The sampler's row operations: a view shares storage (its commits land in the parent), select
-    and copy_rows copy, move_row compacts; each moved row keeps decoding exactly."""
+def test_view_clear_select_and_move_rows(tiny_checkpoint) -> None:
+    """The sampler's row operations: a view of some lanes shares storage (its commits land in the
+    parent), clear empties lanes a document used before (GDN state included), select copies,
+    move_row compacts; each row keeps decoding exactly."""
     loaded = load_model(checkpoint(tiny_checkpoint, "alternating"))
     model, bs = loaded.model, loaded.config.block_size
     ids = _ids([5 * bs] * 3, loaded.tokenizer.vocab_size, loaded.config.mask_token_id, seed=4)
     with torch.no_grad():
         full = model(ids)
-        prefill = model.new_cache(3, 2 * bs)
-        model(ids[:, : 2 * bs], prefill, commit=2 * bs)
         main = model.new_cache(4)
-        main.copy_rows([1, 2, 3], prefill, [0, 1, 2])
-        main.move_row(3, 0)  # row 2's state now also in lane 0
         main.reserve(4 * bs)
+        model(ids[[0, 1, 2, 0], :bs].flip(1), main, commit=bs)  # earlier documents in every lane
+        main.view(3, start=1).clear()
+        model(ids[:, : 2 * bs], main.view(3, start=1), commit=2 * bs)  # a prefill on lanes 1-3
+        main.move_row(3, 0)  # row 2's state now also in lane 0
         lanes = main.view(3)
         assert isinstance(lanes, HybridCache)
         model(torch.stack([ids[2], ids[0], ids[1]])[:, 2 * bs : 3 * bs], lanes, commit=bs)
@@ -298,7 +299,7 @@ def _requests(seed: int, count: int, vocab: int) -> list[DecodeRequest]:
 
 def test_sampler_cached_equals_recomputed(tiny_checkpoint) -> None:
     """The unchanged sampler on this family: continuous batching on the hybrid cache (prefill,
-    copy_rows, views, swap-removal) decides exactly the tokens of recomputing everything. A small
+    on free lanes, views, swap-removal) decides exactly the tokens of recomputing everything. A small
     vocabulary keeps the exact path's many full recomputations cheap."""
     options = CASES["alternating"] | {"vocab": "small"}
     loaded = load_model(tiny_checkpoint("qwen3_next", **options))

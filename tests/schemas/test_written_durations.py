@@ -8,7 +8,8 @@ import pytest
 from decide.jobs.evidence import locate
 from decide.jobs.extracted import copied
 from decide.schemas.dates import DatePolicy
-from decide.schemas.written_durations import duration_in_document, duration_places
+from decide.schemas.units import unit_in_document
+from decide.schemas.written_durations import duration_places
 
 
 def read(text: str, unit: str = "days") -> list[tuple[str, str]]:
@@ -49,7 +50,7 @@ def test_other_units_convert_exactly_or_not_at_all() -> None:
 def test_the_check_after_decoding_and_the_evidence_accept_durations() -> None:
     text = "Order 44-918273. Ordered two weeks ago, nobody came."
     schema = {"type": "integer"}
-    assert duration_in_document(14, text, "days") and not duration_in_document(14.5, text, "days")
+    assert unit_in_document(14, text, "days") and not unit_in_document(14.5, text, "days")
     assert copied(14, text, schema, DatePolicy(), "days")
     assert not copied(14, text, schema, DatePolicy())  # without a unit 14 is not stated
     assert copied(44, text, schema, DatePolicy(), "days")  # numbers as written still count
