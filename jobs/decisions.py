@@ -30,9 +30,9 @@ from decide.engine.sampler import Sampler, SamplerConfig
 from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.dates import DatePolicy
 from decide.schemas.rules import RuledSlot
-from decide.schemas.span import NoSpan
+from decide.schemas.span import NoSpan, WrittenSpans
 
-from .extracted import MissingSpan, copied
+from .extracted import MissingSpan, as_written, copied
 from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer, QuestionsDoNotFit
 from .questions import CompiledQuestion
@@ -320,6 +320,7 @@ class DecisionEngine:
         confidence: dict[str, float] = {}
         options = {}  # each answer's ranked options, decoded only if a rule is violated
         text = item.document or ""
+        written: WrittenSpans | None = None  # built for the first extract answer
         for group, slot_results in zip(doc.groups, result.slots, strict=True):
             for question, slot_result in zip(group, slot_results, strict=True):
                 if slot_result.ranked:
@@ -344,18 +345,27 @@ class DecisionEngine:
                         f"internal error: extract answer {value!r} of {question.id!r} is not "
                         "in the document (a bug)",
                     )
-                answers[question.id] = decoded.value
+                if question.extract:
+                    written = written or WrittenSpans(text)
+                    value = as_written(value, written, question.schema, question.slot)
+                answers[question.id] = value
                 confidence[question.id] = slot_result.confidence
         decision = self.conclude(item, qset, decision, dict(answers), dict(confidence), missing)
         if decision.kind is not FailureKind.rule_violated:
             return decision
         fallible = depends_on_checks(qset)
+
+        def option(q: CompiledQuestion, tokens: Sequence[int]) -> Any:
+            value = q.slot.decode(list(tokens), self.packer.filler_id).value
+            if q.extract:
+                value = as_written(value, written or WrittenSpans(text), q.schema, q.slot)
+            return value
+
         ranked = {
-            qid: [(q.slot.decode(list(tokens), self.packer.filler_id).value, p)
-                  for tokens, p in opts]
+            qid: [(option(q, tokens), p) for tokens, p in opts]
             for qid, (q, opts) in options.items()
             if qid in fallible
-        }  # fmt: skip
+        }
         if ranked:
             better = rechoose(
                 lambda a, c: self.conclude(item, qset, fresh(), a, c, missing),

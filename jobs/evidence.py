@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from decide.schemas.dates import MAX_DATE_WORDS, DatePolicy, date_format, read_date
-from decide.schemas.span import MAX_SPAN_WORDS, _plain, _span_places
+from decide.schemas.span import WrittenSpans, _span_places
 from decide.schemas.units import unit_places
 from decide.schemas.written_numbers import number_places
 
@@ -54,11 +54,12 @@ def locate(
     schema: Any,
     dates: DatePolicy | None = None,
     unit: str | None = None,
+    spans: WrittenSpans | None = None,
 ) -> tuple[int, int] | None:
     """Offsets in `text` of the first span, number or date that `value` (an extract answer) was
     copied from; None for `null` or when it is not there. With a `unit`, a length of time or an
     amount per period the text states ("two weeks", "$1,400 a month") is looked for before a
-    number written as such."""
+    number written as such. `spans`: `text`'s `WrittenSpans`, when the caller has them."""
     if value is None or isinstance(value, bool):
         return None
     fmt = date_format(schema)
@@ -74,11 +75,7 @@ def locate(
         end, start = min(places)
         return -start, end
     if isinstance(value, str):
-        wanted = _plain(value)
-        for _, start, end, span in _span_places(text, MAX_SPAN_WORDS, None):
-            if _plain(span) == wanted:
-                return start, end
-        return None
+        return (spans or WrittenSpans(text)).find(value)
     number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
     in_unit = unit_places(text, unit) if unit is not None else []
     for place in [*in_unit, *number_places(text)]:

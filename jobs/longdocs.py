@@ -45,9 +45,10 @@ import numpy as np
 
 from decide.engine.requests import DecodeRequest
 from decide.schemas import DecodeMismatch
+from decide.schemas.span import WrittenSpans
 
 from .evidence import Evidence, locate
-from .extracted import MissingSpan, copied
+from .extracted import MissingSpan, as_written, copied
 from .failures import FailureKind
 from .questions import CompiledQuestion
 from .window_plan import NoRoom, WindowPlanner, absent_of
@@ -133,6 +134,7 @@ class LongDocuments:
                              f"{result.error}")  # fmt: skip
                 continue
             text = d.item.document[window.start : window.end]
+            written: WrittenSpans | None = None  # the window's spans, once an answer needs them
             for q, slot in zip(questions, result.slots[0], strict=True):
                 try:
                     value = q.slot.decode(slot.tokens, filler).value
@@ -147,7 +149,9 @@ class LongDocuments:
                         why = f"extract answer {value!r} of {q.id!r} is not in its window"
                         d.failure = (FailureKind.internal_error, f"internal error: {why} (a bug)")
                         break
-                    where = locate(value, text, q.schema, engine.dates, q.unit)
+                    written = written or WrittenSpans(text)
+                    value = as_written(value, written, q.schema, q.slot)
+                    where = locate(value, text, q.schema, engine.dates, q.unit, written)
                     span = None if where is None else (window.start + where[0],
                                                        window.start + where[1])  # fmt: skip
                 d.candidates.setdefault(q.id, []).append(

@@ -121,6 +121,51 @@ def _plain(text: str) -> str:
     return "".join(kept).casefold()
 
 
+class WrittenSpans:
+    """Where a document writes a span answer: the first span (word runs, `WORD`) that reads as
+    the answer ignoring case, accents and spaces, found in one pass over the document's plain
+    form (`_plain`, with each plain character's offset in the document). An uncased vocabulary
+    spells "São Paulo" as "sao paulo" and closes up "Tent 4P" into "tent4p"; `written` gives
+    the document's own text back."""
+
+    def __init__(self, document: str) -> None:
+        self.document = document
+        plain: list[str] = []
+        where: list[int] = []
+        for i, char in enumerate(document):
+            kept = _plain(char)
+            plain.append(kept)
+            where.extend([i] * len(kept))
+        self.plain = "".join(plain)
+        self.where = where
+        words = list(WORD.finditer(document))
+        self.starts = {m.start() for m in words}
+        self.ends = {m.end() for m in words}
+
+    def find(self, answer: str) -> tuple[int, int] | None:
+        """Offsets of the first span of the document that reads as `answer`, or None."""
+        wanted = _plain(answer)
+        if not wanted:
+            return None
+        where, size = self.where, len(wanted)
+        at = self.plain.find(wanted)
+        while at >= 0:
+            start, end = where[at], where[at + size - 1] + 1
+            # whole characters only ("ß" reads "ss"), from a word's start to a word's end
+            whole = (at == 0 or where[at - 1] != start) and (
+                at + size == len(where) or where[at + size] != end - 1
+            )
+            if whole and start in self.starts and end in self.ends:
+                return start, end
+            at = self.plain.find(wanted, at + 1)
+        return None
+
+    def written(self, answer: str) -> str | None:
+        """The document's text of `answer`'s first span (whitespace collapsed), or None."""
+        found = self.find(answer)
+        return None if found is None else " ".join(self.document[found[0] : found[1]].split())
+
+
 def document_numbers(document: str | Sequence[str]) -> list[str]:
     """The distinct numbers `document` states (`written_numbers.number_places`: digits, digits
     with a scale, numbers in words), as canonical JSON numbers in order of first appearance
@@ -433,6 +478,7 @@ __all__ = [
     "DocumentSpans",
     "NoSpan",
     "SpanSlot",
+    "WrittenSpans",
     "check_extract_schema",
     "document_numbers",
     "document_spans",

@@ -133,3 +133,32 @@ def test_round_amounts_mostly_keep_their_trailing_zeros() -> None:
     assert len(round_right) == 49
     assert sum(round_right) >= 45, f"{sum(round_right)}/49 round amounts right"
     assert sum(right) >= 55, f"{sum(right)}/60 amounts right"
+
+
+def test_extract_answers_come_back_as_the_document_writes_them() -> None:
+    """The bundled vocabulary is uncased, strips accents and closes up the spaces around digits
+    and punctuation ("São Paulo" reads "sao paulo", "Tent 4P" "tent4p"); an extract answer is
+    still given back in the document's own text, whichever span the model picks."""
+    letter = (
+        "Hello, this is Ana Lúcia Pereira writing from São Paulo, Brazil. The Orbix X2 "
+        "Headphones and the Nomad Tent 4P I ordered from Kitapçı Store arrived broken."
+    )
+    questions = [
+        {"id": "customer", "text": "Who is the customer?", "extract": True,
+         "schema": {"type": "string", "maxLength": 24}},
+        {"id": "city", "text": "Which city does the customer write from?", "extract": True,
+         "schema": {"type": "string", "maxLength": 16}},
+        {"id": "product", "text": "Which product is it about?", "extract": True,
+         "schema": {"type": "string", "minLength": 3, "maxLength": 20}},
+        {"id": "lower", "text": "Which product is it about?", "extract": True,
+         "schema": {"type": "string", "pattern": "^[a-z0-9 ]+$", "maxLength": 20}},
+    ]  # fmt: skip
+    d = Decider().decide(letter, questions)
+    assert d.ok, d.error
+    for qid in ("customer", "city", "product"):
+        assert d.answers[qid] in letter, d.answers  # case, accents and spaces as written
+    assert d.answers["customer"] == "Ana Lúcia Pereira"
+    # A schema only the vocabulary's own spelling satisfies keeps that spelling.
+    assert d.answers["lower"] == d.answers["lower"].lower() and in_document(
+        d.answers["lower"], letter
+    )

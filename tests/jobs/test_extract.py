@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import polars as pl
 import pytest
 from helpers.jobdata import check_output, read_answers, write_docs
+from tokenizers import Tokenizer
 
 from decide import Decider
+from decide.jobs.extracted import as_written
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
-from decide.schemas.span import document_spans, in_document, number_in_document
+from decide.schemas import Vocabulary, compile_slot
+from decide.schemas.span import WrittenSpans, document_spans, in_document, number_in_document
 from decide.train.synthetic import sample_document
+
+ROOT = Path(__file__).resolve().parents[2]
 
 QUESTIONS = [
     {"id": "city", "text": "Which city?", "extract": True,
@@ -250,3 +256,26 @@ def test_unit_needs_a_numeric_extract_question_and_enters_the_fingerprint(models
     plain = parse_spec({"questions": [{k: v for k, v in DAYS.items() if k != "unit"}]})
     assert parse_spec({"questions": [DAYS]}).fingerprint() != plain.fingerprint()
     assert "unit" not in plain.questions[0].as_dict()
+
+
+def test_as_written_gives_a_span_its_documents_text_when_the_schema_admits_it() -> None:
+    tokenizer = Tokenizer.from_file(str(ROOT / "decide" / "model" / "tokenizer.json"))
+    vocab = Vocabulary.from_tokenizer(tokenizer, excluded={tokenizer.get_vocab_size()})
+    text = "Filed by José García in Tulsa, OK on 3 May 2024 for $4,275."
+    spans = WrittenSpans(text)
+
+    def written(value, schema):
+        return as_written(value, spans, schema, compile_slot(schema, vocab))
+
+    assert written("jose garcia", {"type": "string"}) == "José García"
+    assert written("tulsa,ok", {"type": ["string", "null"], "maxLength": 9}) == "Tulsa, OK"
+    # The document's text must be a value too: a pattern, a length or an enum can keep the
+    # spelling the model produced.
+    assert written("jose garcia", {"type": "string", "pattern": "^[a-z ]+$"}) == "jose garcia"
+    assert written("tulsa,ok", {"type": "string", "maxLength": 8}) == "tulsa,ok"
+    assert written("tulsa", {"enum": ["tulsa", "denver"]}) == "tulsa"
+    # Not spans: numbers, dates (already ISO), null, and a string the document does not hold.
+    assert written(4275, {"type": "integer"}) == 4275
+    assert written("2024-05-03", {"type": "string", "format": "date"}) == "2024-05-03"
+    assert written(None, {"type": ["string", "null"]}) is None
+    assert written("boston", {"type": "string"}) == "boston"

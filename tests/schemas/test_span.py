@@ -24,11 +24,15 @@ from tokenizers import Tokenizer
 from decide.engine.constraints import InfeasibleSlot, SlotConstraint
 from decide.schemas import UnsupportedSchema, Vocabulary, compile_language, compile_slot
 from decide.schemas.span import (
+    MAX_SPAN_WORDS,
     DocumentNumbers,
     DocumentSpans,
     NoSpan,
     SpanSlot,
+    WrittenSpans,
     _encode_all,
+    _plain,
+    _span_places,
     _WordLocal,
     check_extract_schema,
     document_numbers,
@@ -267,6 +271,34 @@ def test_spans_read_off_one_tokenization_equal_the_tokenizers_own_reading(parts,
     vocab, _ = WORDPIECE_VOCAB
     texts = [" ".join(p) if len(p) % 2 else "".join(p) for p in parts]  # glued and spaced
     assert DocumentSpans(texts, vocab, max_chars).entries == slow_entries(vocab, texts, max_chars)
+
+
+def test_written_spans_find_a_spelling_in_the_documents_own_text():
+    doc = "From Ana Lúcia  Pereira in São Paulo: my Tent 4P (and a banana) broke; Jean-Luc knows."
+    spans = WrittenSpans(doc)
+    assert spans.written("ana lucia pereira") == "Ana Lúcia Pereira"  # spaces collapsed
+    assert spans.written("SAO PAULO") == "São Paulo"
+    assert spans.written("tent4p") == "Tent 4P"  # the spaces an uncased vocabulary closes up
+    assert spans.written("paulo:my") == "Paulo: my"
+    assert spans.find("jean-luc") == (doc.index("Jean"), doc.index(" knows"))
+    # Only whole spans: a word's inside or a piece of a joined word is not one.
+    assert spans.find("nan") is None and spans.find("luc") is None and spans.find("") is None
+    assert spans.find("banana") == (doc.index("banana"), doc.index(") broke"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([*PIECES, "É", "ß", "Ab", "  "]), min_size=1, max_size=25))
+def test_written_spans_agree_with_the_first_span_that_reads_the_same(pieces):
+    """Oracle: the first of `document_spans`' places whose plain reading (case, accents and
+    spaces ignored) is the answer's."""
+    doc = "".join(p if i % 3 else f"{p} " for i, p in enumerate(pieces))
+    spans = WrittenSpans(doc)
+    for _, _, _, text in _span_places(doc, MAX_SPAN_WORDS, None):
+        oracle = next(
+            (a, b) for _, a, b, t in _span_places(doc, MAX_SPAN_WORDS, None)
+            if _plain(t) == _plain(text)
+        )  # fmt: skip
+        assert spans.find(text.upper()) == oracle, (doc, text)
 
 
 def test_the_bundled_tokenizer_is_word_local_and_gpt2_is_not():
