@@ -24,6 +24,7 @@ bounds still apply. A copied amount cannot gain or lose a digit.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -121,6 +122,11 @@ def _plain(text: str) -> str:
     return "".join(kept).casefold()
 
 
+@functools.lru_cache(maxsize=4096)
+def _plain_char(char: str) -> str:
+    return _plain(char)
+
+
 class WrittenSpans:
     """Where a document writes a span answer: the first span (word runs, `WORD`) that reads as
     the answer ignoring case, accents and spaces, found in one pass over the document's plain
@@ -130,34 +136,38 @@ class WrittenSpans:
 
     def __init__(self, document: str) -> None:
         self.document = document
-        plain: list[str] = []
-        where: list[int] = []
-        for i, char in enumerate(document):
-            kept = _plain(char)
-            plain.append(kept)
-            where.extend([i] * len(kept))
-        self.plain = "".join(plain)
-        self.where = where
-        words = list(WORD.finditer(document))
-        self.starts = {m.start() for m in words}
-        self.ends = {m.end() for m in words}
+        self._index: tuple[str, list[int], set[int], set[int]] | None = None  # on first use
+
+    def _read(self) -> tuple[str, list[int], set[int], set[int]]:
+        if self._index is None:
+            plain: list[str] = []
+            where: list[int] = []
+            for i, char in enumerate(self.document):
+                kept = _plain_char(char)
+                plain.append(kept)
+                where.extend([i] * len(kept))
+            words = list(WORD.finditer(self.document))
+            starts, ends = {m.start() for m in words}, {m.end() for m in words}
+            self._index = "".join(plain), where, starts, ends
+        return self._index
 
     def find(self, answer: str) -> tuple[int, int] | None:
         """Offsets of the first span of the document that reads as `answer`, or None."""
         wanted = _plain(answer)
         if not wanted:
             return None
-        where, size = self.where, len(wanted)
-        at = self.plain.find(wanted)
+        plain, where, starts, ends = self._read()
+        size = len(wanted)
+        at = plain.find(wanted)
         while at >= 0:
             start, end = where[at], where[at + size - 1] + 1
             # whole characters only ("ß" reads "ss"), from a word's start to a word's end
             whole = (at == 0 or where[at - 1] != start) and (
                 at + size == len(where) or where[at + size] != end - 1
             )
-            if whole and start in self.starts and end in self.ends:
+            if whole and start in starts and end in ends:
                 return start, end
-            at = self.plain.find(wanted, at + 1)
+            at = plain.find(wanted, at + 1)
         return None
 
     def written(self, answer: str) -> str | None:
