@@ -9,7 +9,10 @@ one block is trained per example, with the earlier blocks decided (clean) before
 ones absent, as at inference.
 
 Uncased vocabularies cannot spell upper case: a gold string the vocabulary cannot spell is
-lower-cased when that makes it spellable (`Example.lowered` counts it), else the row is skipped.
+lower-cased when that makes it spellable (`BuildStats.lowered` counts it), else taught as the
+tokenizer reads it when that reading is the same text up to case, accents and spaces (an uncased
+WordPiece vocabulary reads "São Paulo" as "sao paulo" and "Tent 4P" as "tent4p", as an extract
+slot copies it from the document; `BuildStats.as_read` counts it), else the row is skipped.
 Rows whose questions the runner refuses are skipped and counted too, unless the builder is
 `strict` (the bundled recipe: its rows are our own data, and a refused one is a bug that would
 otherwise only show as a different model).
@@ -17,8 +20,9 @@ otherwise only show as a different model).
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +34,7 @@ from decide.jobs.questionset import QuestionBook, QuestionsRefused
 from decide.jobs.spec import SpecError, parse_questions
 from decide.schemas import canonical_json
 from decide.schemas.canonical import key_rank
+from decide.schemas.span import _plain
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class BuildStats:
     rows: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     lowered: int = 0  # string answers lower-cased to be spellable
+    as_read: int = 0  # string answers taught as the tokenizer reads them (accents, spaces)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -89,17 +95,38 @@ class ExampleBuilder:
     def target(self, question: CompiledQuestion, value: Any) -> list[int] | None:
         """Gold tokens of a slot (value then filler), or None when the slot cannot hold it."""
         slot, filler = question.slot, self.book.filler_id
-        for candidate in (value, _lower(value)):
-            ids = slot.vocab.encode(canonical_json(candidate, key_rank(question.schema)))
+        for kind, ids in self._spellings(question, value):
             if ids is None or len(ids) > slot.length:
                 continue
             tokens = ids + [filler] * (slot.length - len(ids))
             state = slot.new_constraint(filler)
             if all(state.commit(p, t) for p, t in enumerate(tokens)):
-                if candidate is not value and candidate != value:
+                if kind == "lowered":
                     self.stats.lowered += 1
+                elif kind == "as read":
+                    self.stats.as_read += 1
                 return tokens
         return None
+
+    def _spellings(
+        self, question: CompiledQuestion, value: Any
+    ) -> Iterator[tuple[str, list[int] | None]]:
+        """The ways to spell a gold value, in order: as written, lower-cased, as the tokenizer
+        reads it (a string only, when that reading differs from it in case, accents and spaces
+        alone)."""
+        vocab, rank = question.slot.vocab, key_rank(question.schema)
+        yield "as written", vocab.encode(canonical_json(value, rank))
+        lowered = _lower(value)
+        if lowered != value:
+            yield "lowered", vocab.encode(canonical_json(lowered, rank))
+        if isinstance(value, str) and vocab.tokenizer is not None:
+            ids = vocab.tokenizer.encode(canonical_json(value, rank), add_special_tokens=False).ids
+            try:
+                read = json.loads(vocab.detokenize(ids).decode("utf-8"))
+            except (KeyError, ValueError):
+                return
+            if isinstance(read, str) and _plain(read) == _plain(value):
+                yield "as read", list(ids)
 
     def build(
         self,

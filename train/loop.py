@@ -254,6 +254,7 @@ class BatchSource:
         batch, stats = self.pending.pop(step).get()
         self.builder.stats.rows += stats.rows
         self.builder.stats.lowered += stats.lowered
+        self.builder.stats.as_read += stats.as_read
         for reason, count in stats.skipped.items():
             self.builder.stats.skipped[reason] = self.builder.stats.skipped.get(reason, 0) + count
         return batch
@@ -423,6 +424,7 @@ def train(
         "rows_seen": builder.stats.rows,
         "rows_skipped": builder.stats.skipped,
         "answers_lowercased": builder.stats.lowered,
+        "answers_as_read": builder.stats.as_read,
         "final_loss": history[-1]["loss"] if history else math.nan,
     }
     (out / "train_summary.json").write_text(json.dumps(summary, indent=2))

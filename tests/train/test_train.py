@@ -70,6 +70,40 @@ def test_examples_are_packed_like_inference(base) -> None:
     assert decoded == {q["id"]: gold[q["id"]] for q in questions} or builder.stats.lowered
 
 
+def test_gold_strings_an_uncased_vocabulary_cannot_spell_are_taught_as_it_reads_them() -> None:
+    """The bundled vocabulary strips accents and closes up the spaces around digits and
+    punctuation: "Tent 4P" has no spelling, lowered or not, but the tokenizer reads it as
+    "tent4p", as an extract slot copies it from a document. Such a gold answer is taught as read
+    (before, its whole row was skipped); a string no reading fits still skips its row."""
+    from decide.jobs.spec import Question
+
+    loaded = load_model(PACKAGE_MODEL)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    question = builder.book.compile(Question.model_validate(
+        {"id": "product", "text": "Which product?", "schema": {"type": "string", "maxLength": 20}}
+    ))  # fmt: skip
+    filler, vocab = builder.book.filler_id, question.slot.vocab
+
+    def taught(gold: str) -> str | None:
+        tokens = builder.target(question, gold)
+        return None if tokens is None else json.loads(
+            vocab.detokenize([t for t in tokens if t != filler]))  # fmt: skip
+
+    assert taught("laptop") == "laptop" and taught("Paris") == "paris"
+    assert (builder.stats.lowered, builder.stats.as_read) == (1, 0)
+    assert taught("Tent 4P") == "tent4p"
+    assert taught("São Paulo") == "sao paulo"
+    assert taught("Smith, John") == "smith,john"
+    assert builder.stats.as_read == 3
+    assert taught("Nomad Expedition Tent 4P") is None  # over maxLength however it is read
+    rng = random.Random(0)
+    text = "Hi, my Tent 4P from Kitapçı Store arrived torn. Please send a new one."
+    example = builder.build(text, [{"id": "product", "text": "Which product?",
+                                    "schema": {"type": "string", "maxLength": 20}}],
+                            {"product": "Tent 4P"}, rng)  # fmt: skip
+    assert example is not None and not builder.stats.skipped
+
+
 def test_loss_masks_answer_slots_only(base) -> None:
     loaded = load_model(base)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
