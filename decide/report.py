@@ -10,7 +10,8 @@ aggregates and a bounded sample of documents (failures first, then the least con
 documents, then a seeded random sample), so its size does not grow with the job; the texts of the
 sampled documents are read back from the input files named in the manifest, when they are still
 there; of a document read in windows the page also embeds the window each answer was kept from
-(its evidence), so clicking the answer shows where it was read. "Answer tokens" are the tokens
+(its evidence), so clicking the answer shows where it was read; of a document read whole,
+clicking an extract answer marks the span it was copied from. "Answer tokens" are the tokens
 of the answers' values; the filler positions that pad answer slots are counted apart. Importing
 this module does not import torch or the engine.
 """
@@ -219,11 +220,12 @@ def _utf16(text: str) -> Callable[[int], int]:
 def _evidence_pieces(
     text: str | None, evidence: dict[str, Any] | None
 ) -> tuple[list[list[Any]] | None, dict[str, Any] | None]:
-    """What the page shows of a document read in windows: `pieces`, the head and every
+    """What the page shows of a document with evidence: `pieces`, the head and every
     evidence window (at most `EVIDENCE_LIMIT` characters of each, around its span), merged and
     in order, each `[start, text]`; and per answer its evidence, `{"window": [start, end],
-    "span": [start, end] | null, "index": n}`. Offsets in UTF-16 units of the whole document, as
-    the script indexes strings. (None, None) for a document read whole or without its text."""
+    "span": [start, end] | null, "index": n}`. For a document read whole `index` is null and the
+    window is the span. Offsets in UTF-16 units of the whole document, as the script indexes
+    strings. (None, None) for a document without evidence or without its text."""
     if text is None or not evidence:
         return None, None
     ranges = [(0, min(len(text), TEXT_LIMIT))]
@@ -232,6 +234,8 @@ def _evidence_pieces(
     for qid, ev in evidence.items():
         if ev is None:
             continue
+        if ev["window"] is None:  # read whole: the evidence is the span alone
+            ev = {**ev, "start": ev["span_start"], "end": ev["span_end"]}
         start, end = ev["start"], min(ev["end"], len(text))
         if end - start > EVIDENCE_LIMIT:
             centre = ev["span_start"] if ev["span_start"] is not None else start

@@ -32,6 +32,7 @@ from decide.schemas.dates import DatePolicy
 from decide.schemas.rules import RuledSlot
 from decide.schemas.span import NoSpan, WrittenSpans
 
+from .evidence import Evidence, locate
 from .extracted import MissingSpan, as_written, copied
 from .failures import FailureKind
 from .pack import DocumentTooLong, InvalidText, PackedDocument, Packer, QuestionsDoNotFit
@@ -352,7 +353,7 @@ class DecisionEngine:
                 confidence[question.id] = slot_result.confidence
         decision = self.conclude(item, qset, decision, dict(answers), dict(confidence), missing)
         if decision.kind is not FailureKind.rule_violated:
-            return decision
+            return self._spans(decision, doc, text, written)
         fallible = depends_on_checks(qset)
 
         def option(q: CompiledQuestion, tokens: Sequence[int]) -> Any:
@@ -372,6 +373,25 @@ class DecisionEngine:
                 qset, answers, confidence, ranked,
             )  # fmt: skip
             decision = better or decision
+        return self._spans(decision, doc, text, written)
+
+    def _spans(
+        self, decision: Decision, doc: PackedDocument, text: str, written: WrittenSpans | None
+    ) -> Decision:
+        """A document read whole: per extract answer, the first span, number or date of the
+        document it was copied from, as `Evidence` (window None, the whole document, the span);
+        other answers have none. Nothing when no extract answer is in the text."""
+        if not decision.ok or written is None or decision.answers is None:
+            return decision
+        found: dict[str, Any] = {}
+        for question in (q for group in doc.groups for q in group if q.extract):
+            span = locate(
+                decision.answers.get(question.id), text, question.schema, self.dates,
+                question.unit, spans=written,
+            )  # fmt: skip
+            if span is not None:
+                found[question.id] = Evidence(None, 0, len(text), *span)
+        decision.evidence = found or None
         return decision
 
     def conclude(

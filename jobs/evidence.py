@@ -4,9 +4,12 @@ Contract: every answer of a windowed document (`jobs.longdocs`) carries an `Evid
 character offsets `start:end` of the window whose answer was kept (`window` is its index among
 the document's windows), and for an extract answer the offsets `span_start:span_end` of the
 span, number or date it copied, found by `locate` in that window the way `decide.schemas.span`
-and `decide.schemas.dates` define spans (the first place it appears). All offsets index the
-original document string (Python characters). `EVIDENCE_FIELDS` is the struct the output parquet
-holds per question (null for an answer without evidence: a document decided in one piece).
+and `decide.schemas.dates` define spans (the first place it appears). A document read whole
+(`jobs.decisions`) has evidence for its extract answers only: `window` None, `start:end` the
+whole document, and the span located the same way. All offsets index the original document
+string (Python characters). `EVIDENCE_FIELDS` is the struct the output parquet holds per question
+(null for an answer without evidence: a non-extract answer of a document read whole, `null`, or
+a value not found as written).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ EVIDENCE_FIELDS: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class Evidence:
-    window: int
+    window: int | None  # None: the document was read whole (start, end: all of it)
     start: int
     end: int
     span_start: int | None = None

@@ -211,11 +211,11 @@
         if (c !== null && c < low) { span.className = "low"; }
         dd.appendChild(span);
         var ev = r.evidence ? r.evidence[qid] : null;
-        if (ev) {  // read in windows: a click shows where this answer was read
+        if (ev) {  // a click shows where this answer was read
           var where = document.createElement("small");
           where.className = "muted";
-          where.textContent = "  window " + ev.index + ", characters " + ev.window[0] + "–" +
-            ev.window[1];
+          where.textContent = (ev.index === null ? "  " : "  window " + ev.index + ", ") +
+            "characters " + ev.window[0] + "–" + ev.window[1];
           dd.appendChild(where);
           dd.className = "evidence-link";
           dd.setAttribute("data-question", qid);

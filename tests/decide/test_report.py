@@ -485,9 +485,10 @@ def windowed_job(tiny_checkpoint, tmp_path_factory) -> tuple[Path, str]:
     filler = " ".join(f"Sentence {i} notes water damage in Denver." for i in range(300))
     middle = len(filler) // 2
     long = f"{filler[:middle]} The clause code is ZX417 for this claim. {filler[middle:]}"
-    pl.DataFrame({"doc_id": ["short", "long"], "document": ["A roof claim.", long]}).write_parquet(
-        where / "in.parquet"
-    )
+    pl.DataFrame(
+        {"doc_id": ["short", "long", "coded"],
+         "document": ["A roof claim.", long, "A roof claim, clause code zx905 (Denver)."]}
+    ).write_parquet(where / "in.parquet")  # fmt: skip
     questions = [
         {"id": "kind", "text": "What kind of claim is it?",
          "schema": {"enum": ["auto", "home", "none"]}, "absent": "none"},
@@ -513,6 +514,12 @@ def test_sampled_windowed_documents_carry_their_evidence(windowed_job) -> None:
     code = row["evidence"]["code"]
     assert long[code["span"][0] : code["span"][1]] == "ZX417"  # ASCII: units are characters
     assert any(s <= code["window"][0] and code["window"][1] <= s + len(t) for s, t in row["pieces"])
+    # Read whole: the extract answer's span is its evidence, the other answer has none.
+    coded = rows["coded"]
+    start = coded["text"].index("zx905")
+    assert coded["evidence"] == {"code": {"window": [start, start + 5], "span": [start, start + 5],
+                                          "index": None}}  # fmt: skip
+    assert coded["pieces"] == [[0, coded["text"]]]
 
 
 @pytest.mark.skipif(
@@ -547,6 +554,19 @@ def test_clicking_an_answer_highlights_its_evidence_in_chromium(windowed_job) ->
                 assert "window" in link.text and "characters" in link.text
             else:
                 assert spans == []
+        # A document read whole: its extract answer marks the span it was copied from.
+        search = driver.find_element(By.ID, "search")
+        search.clear()
+        search.send_keys("coded")
+        driver.find_element(By.CSS_SELECTOR, "#doc-body tr").click()
+        assert not driver.find_elements(By.CSS_SELECTOR, '#detail dd[data-question="kind"]')
+        link = driver.find_element(By.CSS_SELECTOR, '#detail dd[data-question="code"]')
+        assert "characters" in link.text and "window" not in link.text
+        link.click()
+        marked = driver.find_elements(By.CSS_SELECTOR, "#detail pre .evidence, "
+                                      "#detail pre mark.evidence-span")  # fmt: skip
+        assert [m.get_attribute("textContent") for m in marked] == ["zx905"]
+        assert marked[0].tag_name == "mark"
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

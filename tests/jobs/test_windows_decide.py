@@ -242,8 +242,21 @@ def test_output_parquet_has_windows_and_evidence(bert, tmp_path) -> None:
     spec = parse_spec({"questions": [KIND, CODE]})
     run_job(spec, [tmp_path / "in.parquet"], tmp_path / "out", model=bert, progress=False)
     rows = {r["doc_id"]: r for r in read_answers(tmp_path / "out").iter_rows(named=True)}
-    assert rows["s"]["windows"] == 0 and rows["s"]["evidence"] is None
+    assert rows["s"]["windows"] == 0 and rows["s"]["evidence"] is None  # no code: no span
     assert rows["l"]["status"] == "ok" and rows["l"]["windows"] > 1
     code = rows["l"]["evidence"]["code"]
     assert docs[1][code["span_start"] : code["span_end"]] == "ZX417"
     assert in_document(rows["l"]["answers"]["code"], docs[1][code["start"] : code["end"]])
+
+
+def test_a_document_read_whole_has_evidence_for_its_extract_answers(decider) -> None:
+    """Short enough to read whole: the extract answer points at the span it was copied from
+    (the first place it is written), the enum answer has no evidence."""
+    text = "Roof claim. The clause code is ZX417, as ZX417 says. Home."
+    decision = decider.decide(text, [KIND, CODE])
+    assert decision.ok and decision.windows == 0 and decision.answers["code"] == "ZX417"
+    code = decision.evidence["code"]
+    assert code.window is None and (code.start, code.end) == (0, len(text))
+    assert text[code.span_start : code.span_end] == "ZX417" and code.span_start == text.index("Z")
+    assert set(decision.evidence) == {"code"}
+    assert decider.decide("Roof claim, no code.", [KIND, CODE]).evidence is None
