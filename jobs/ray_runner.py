@@ -27,6 +27,7 @@ from typing import Any
 from decide.engine.loader import load_config
 
 from .decisions import Decision, DecisionEngine
+from .evidence import Evidence
 from .failures import FailureKind
 from .inputs import InputPlan, inspect_inputs, stream
 from .models import resolve_model_path
@@ -38,7 +39,7 @@ from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
                "answer_tokens", "value_tokens", "truncated", "narrowed_json", "error_kind",
-               "partial", "errors_json")  # fmt: skip
+               "partial", "errors_json", "windows", "evidence_json")  # fmt: skip
 
 
 def _ray():
@@ -92,6 +93,11 @@ class DeciderActor:
             out["error_kind"].append(None if d.kind is None else d.kind.value)
             out["partial"].append(d.partial)
             out["errors_json"].append(None if d.errors is None else json.dumps(d.errors))
+            out["windows"].append(d.windows)
+            evidence = None
+            if d.evidence is not None:
+                evidence = {q: e.as_dict() if e else None for q, e in d.evidence.items()}
+            out["evidence_json"].append(None if evidence is None else json.dumps(evidence))
             for name in self.plan.carried:
                 out[name].append(d.extra.get(name))
         return out
@@ -114,6 +120,10 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         kind=None if row["error_kind"] is None else FailureKind(row["error_kind"]),
         partial=bool(row["partial"]),
         errors=None if row["errors_json"] is None else json.loads(row["errors_json"]),
+        windows=int(row["windows"]),
+        evidence=None
+        if row["evidence_json"] is None
+        else {q: Evidence(**e) if e else None for q, e in json.loads(row["evidence_json"]).items()},
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from helpers.jobdata import QUESTIONS, write_docs
+from helpers.jobdata import QUESTIONS, long_text, write_docs
 
 from decide.cli import main
 from decide.jobs.runner import run_job
@@ -64,9 +64,10 @@ def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> N
                          part_rows=7, progress=False)  # fmt: skip
     local, remote = _answers(root / "local"), _answers(root / "ray")
     assert remote["doc_id"].n_unique() == remote.height == DOCS
-    assert remote.select("doc_id", "status", "error", "answers_json", "team").equals(
-        local.select("doc_id", "status", "error", "answers_json", "team")
-    )
+    # Evidence too: the extract answers' spans (documents read whole), and the windows count.
+    same = ["doc_id", "status", "error", "answers_json", "team", "windows", "evidence"]
+    assert remote.select(same).equals(local.select(same))
+    assert remote["evidence"].drop_nulls().len() > 0
     tokens = ["doc_id", "value_tokens", "filler_tokens"]  # what the report's token figures sum
     assert remote.select(tokens).equals(local.select(tokens))
     assert result.failed == 1  # the duplicated id
@@ -81,6 +82,35 @@ def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> N
     again = run_job_ray(spec, [docs], root / "ray", model=model, resume=True, progress=False)
     assert again.skipped == DOCS and again.nfe == 0
     assert sorted((root / "ray" / "answers").glob("part-*.parquet")) == parts
+
+
+def test_a_document_read_in_windows_keeps_its_windows_and_evidence_on_ray(
+    cluster, tiny_checkpoint, tmp_path
+) -> None:
+    from decide.jobs.ray_runner import run_job_ray
+
+    text = long_text(300)
+    middle = len(text) // 2
+    docs = ["short claim, code ZX100", f"{text[:middle]} Code ZX417 applies. {text[middle:]}"]
+    pl.DataFrame({"doc_id": ["s", "l"], "document": docs}).write_parquet(tmp_path / "in.parquet")
+    spec = parse_spec({"questions": [
+        {"id": "kind", "text": "What kind of claim is it?",
+         "schema": {"enum": ["auto", "home", "none"]}, "absent": "none"},
+        {"id": "code", "text": "Which clause code applies?", "extract": True,
+         "schema": {"type": "string", "pattern": "^[Zz][Xx][0-9]{3}$"}},
+    ]})  # fmt: skip
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    run_job(spec, [tmp_path / "in.parquet"], tmp_path / "local", model=model, progress=False)
+    run_job_ray(spec, [tmp_path / "in.parquet"], tmp_path / "ray", model=model, actors=1,
+                progress=False)  # fmt: skip
+    local, remote = _answers(tmp_path / "local"), _answers(tmp_path / "ray")
+    same = ["doc_id", "status", "answers_json", "windows", "evidence"]
+    assert remote.select(same).equals(local.select(same))
+    rows = {r["doc_id"]: r for r in remote.iter_rows(named=True)}
+    assert rows["l"]["windows"] > 1 and rows["s"]["windows"] == 0
+    code = rows["l"]["evidence"]["code"]
+    assert docs[1][code["span_start"] : code["span_end"]] == "ZX417"
+    assert rows["s"]["evidence"]["code"]["window"] is None
 
 
 def test_an_actor_killed_mid_job_is_replaced(cluster, job) -> None:
