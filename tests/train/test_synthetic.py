@@ -200,13 +200,7 @@ def test_training_products_are_any_words_and_names_and_cities_are_not() -> None:
     pieces = tables.raw("pieces")
     listed = set(pieces["adjectives"]) | {w for n in pieces["nouns"] for w in n.split()}
     beyond = sum(not set(p.split()) <= listed for p in products) / len(products)
-    assert 0.38 < beyond < 0.52, beyond  # ordinary words (20 %) and branded products (25 %)
-    # Branded products carry a model, as real ones do ("Samsung Galaxy S24", "Microsoft 365"):
-    # a model that never saw one answered "Samsung Galaxy".
-    with_digits = [p for p in products if any(c.isdigit() for c in p)]
-    assert 0.12 < len(with_digits) / len(products) < 0.25
-    assert any(len(p.split()) >= 3 for p in with_digits)
-    assert all(tables.entity_side("product", p) == "train" for p in products)
+    assert 0.2 < beyond < 0.33, beyond
     assert len(set(products)) > 900
     assert all(len(p) <= 20 for p in products)
     # Names and cities stay name-like: ordinary words as names taught a model to answer any word.

@@ -121,44 +121,9 @@ def city(draw: Draw) -> str:
     return _training(draw, "city", make)
 
 
-# A branded product's model: a letter and digits ("X2", "S24"), letters, a dash and digits
-# ("WH-1000"), a number ("365"), or an edition word.
-EDITIONS = ("Pro", "Max", "Plus", "Mini", "Lite", "Ultra", "Air", "Neo", "Go", "Duo")
-MODEL_LETTERS = "ABCDEFGHJKLMNPRSTVWXZ"
-
-
-def model_code(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.4:
-        return rng.choice(MODEL_LETTERS) + str(rng.randint(1, 99))
-    if r < 0.55:
-        letters = rng.choice(MODEL_LETTERS) + rng.choice(MODEL_LETTERS)
-        return f"{letters}-{rng.randint(10, 9999)}"
-    if r < 0.75:
-        return str(rng.choice([rng.randint(2, 9) * 100, rng.randint(1, 999)]))
-    return rng.choice(EDITIONS)
-
-
-def branded(rng: random.Random) -> str:
-    """A brand (made up, or an ordinary word), sometimes a series word, and a model: "Orbix X2",
-    "Velo Kettle 500", "Tarn Pro S24". Real products are written so ("Samsung Galaxy S24",
-    "Sony WH-1000XM5"); a model trained only on one- and two-word products without digits cut
-    them short ("Samsung Galaxy")."""
-    while True:
-        brand = made_up_word(rng) if rng.random() < 0.5 else rng.choice(word_pool()).capitalize()
-        series = [rng.choice(word_pool()).capitalize()] if rng.random() < 0.4 else []
-        tail = [model_code(rng)]
-        if rng.random() < 0.2:
-            tail.append(rng.choice(EDITIONS))
-        named = " ".join([brand, *series, *tail])
-        if len(named) <= 20:  # the slot holds 20 characters
-            return named
-
-
 def product(draw: Draw) -> str:
     """Test products come from the held-out products; training ones are one or two ordinary
-    words (20 %), a bare listed noun (15 %), a listed adjective and noun (40 %) or a branded
-    product with a model (25 %, `branded`)."""
+    words (25 %), a bare listed noun (20 %) or a listed adjective and noun (55 %)."""
     rng = draw.rng
     if draw.split != "train":
         return draw.entity("product", rng.choice(entity_list("products").held_out))
@@ -166,16 +131,14 @@ def product(draw: Draw) -> str:
 
     def make() -> str:
         r = rng.random()
-        if r < 0.2:
+        if r < 0.25:
             words = word_pool()
             one = rng.random() < 0.6
             named = rng.choice(words) if one else f"{rng.choice(words)} {rng.choice(words)}"
-        elif r < 0.35:
+        elif r < 0.45:
             named = rng.choice(pieces["nouns"])
-        elif r < 0.75:
-            named = f"{rng.choice(pieces['adjectives'])} {rng.choice(pieces['nouns'])}"
         else:
-            return branded(rng)
+            named = f"{rng.choice(pieces['adjectives'])} {rng.choice(pieces['nouns'])}"
         return named if len(named) <= 20 else named.split()[-1]  # the slot holds 20 characters
 
     return _training(draw, "product", make)
