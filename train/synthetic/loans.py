@@ -12,9 +12,6 @@ from .entities import city, money, person
 from .tables import table
 
 PURPOSES = ("business", "car", "education", "home")
-# of training applications, a requested amount within 30 % of the income: the comparison then
-# turns on the digits, not on how many there are (claims.ANY_LIMIT says why)
-NEAR_INCOME = 0.3
 
 QUESTIONS = [
     {"id": "purpose", "text": "What is the loan for?",
@@ -43,8 +40,6 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
     name, place = person(draw), city(draw)
     income = rng.randrange(18000, 150000, 500)
     requested = rng.randrange(1000, 90000, 250)
-    if draw.split == "train" and rng.random() < NEAR_INCOME:
-        requested = max(1000, round(income * rng.uniform(0.7, 1.3) / 250) * 250)
     employed, defaults = rng.random() < 0.7, rng.random() < 0.3
     years = rng.randint(1, 30)
     affordable = requested <= income
