@@ -128,6 +128,11 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--docs", type=int, default=None, help="first N NDAs (default all)")
     parser.add_argument("--top-k", type=int, default=None, help="windows decided per block")
+    parser.add_argument(
+        "--confident", type=float, default=None,
+        help="windows.confident: a found answer at least this confident beats an absent one "
+        "(default: the spec's default)",
+    )  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -144,7 +149,10 @@ def main() -> None:
     else:
         split = train50
         docs, train = data.documents(split, "validation"), data.documents(split, "train")
-    spec = parse_spec({**data.spec(split), "windows": {"top_k": args.top_k}}, "contractnli")
+    windows: dict[str, Any] = {"top_k": args.top_k}
+    if args.confident is not None:
+        windows["confident"] = args.confident
+    spec = parse_spec({**data.spec(split), "windows": windows}, "contractnli")
     if args.docs is not None:
         docs = docs[: args.docs]
     gold = {d.doc_id: d for d in docs}
@@ -156,7 +164,8 @@ def main() -> None:
         started = time.perf_counter()
         decisions, model = decide(docs, spec, args)
         seconds = time.perf_counter() - started
-        how = f"top_k={args.top_k}, batch size {args.batch_size}"
+        how = (f"top_k={args.top_k}, confident={spec.windows.confident}, "
+               f"batch size {args.batch_size}")  # fmt: skip
     ok = [d for d in decisions if d.ok]
     failed = Counter(d.kind or "?" for d in decisions if not d.ok)
     pairs, base, held, held_found, found = [], [], 0, 0, 0

@@ -37,7 +37,7 @@ sampler takes them, and each window leaves only its answers, confidences and off
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ from .windows import (
     combine,
     rank,
     ranked,
+    same_value,
     segment,
     token_starts,
 )
@@ -154,9 +155,11 @@ class LongDocuments:
                     where = locate(value, text, q.schema, engine.dates, q.unit, written)
                     span = None if where is None else (window.start + where[0],
                                                        window.start + where[1])  # fmt: skip
-                d.candidates.setdefault(q.id, []).append(
-                    Candidate(value, slot.confidence, window, span)
-                )
+                found = d.candidates.setdefault(q.id, [])
+                found.append(Candidate(value, slot.confidence, window, span))
+                runner_up = self._runner_up(q, slot.ranked, value, filler)
+                if runner_up is not None:
+                    found.append(Candidate(runner_up[0], runner_up[1], window, None))
         for d in docs:
             if d.failure is None and block < len(d.groups):
                 for q in d.groups[block]:
@@ -165,6 +168,24 @@ class LongDocuments:
                     if kept is not None:
                         d.kept[q.id] = kept
                         d.missing.pop(q.id, None)
+
+    @staticmethod
+    def _runner_up(
+        q: CompiledQuestion, ranked: Sequence[tuple[Sequence[int], float]], value: Any, filler: int
+    ) -> tuple[Any, float] | None:
+        """For a window that answered a question's absent value, the best option that is not
+        absent and its probability in that window (finite slots decided as one option), else
+        None. It is below the absent answer's, so it can only be kept when `windows.confident`
+        is set below 0.5: then `confident` is a threshold on the probability that some window
+        found an answer, not only on the answers windows chose."""
+        declared, absent = absent_of(q)
+        if not declared or not ranked or not same_value(value, absent):
+            return None
+        for tokens, p in ranked:
+            option = q.slot.decode(list(tokens), filler).value
+            if not same_value(option, absent):
+                return option, p
+        return None
 
     def _requests(self, d: _Doc, block: int) -> Iterator[tuple[Window, list, tuple]]:
         """The window requests of one document for one block, made as the sampler takes them."""

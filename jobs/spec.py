@@ -143,7 +143,8 @@ class Windows(Strict):
     `jobs.longdocs`): windows of at most `tokens` tokens (default: all the context a block's
     prompt leaves), sharing up to `overlap` tokens of whole sentences; with `top_k`, only the
     k windows BM25 ranks highest for a block's question texts are decided; a non-absent window
-    answer at least `confident` beats an absent one."""
+    answer at least `confident` beats an absent one (below 0.5 that includes the best other
+    option of a window that answered absent: docs/jobs.md, long documents)."""
 
     tokens: int | None = Field(None, ge=16)
     overlap: int = Field(64, ge=0)

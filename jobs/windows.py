@@ -159,7 +159,7 @@ def rank(texts: Sequence[str], query: str, k: int) -> list[int]:
     return sorted(order[:k].tolist())
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """JSON equality (`1` and `true` differ, key order does not matter)."""
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
@@ -179,8 +179,8 @@ def combine(
     declared, value = absent
     if not declared:
         return _best(candidates)
-    found = [c for c in candidates if not _same(c.value, value)]
-    missing = [c for c in candidates if _same(c.value, value)]
+    found = [c for c in candidates if not same_value(c.value, value)]
+    missing = [c for c in candidates if same_value(c.value, value)]
     if found and (not missing or _best(found).confidence >= confident):
         return _best(found)
     return _best(missing)
@@ -196,7 +196,7 @@ def ranked(candidates: Sequence[Candidate], absent: tuple[bool, Any], confident:
         kept = combine(rest, absent, confident)
         assert kept is not None
         out.append(kept)
-        rest = [c for c in rest if not _same(c.value, kept.value)]
+        rest = [c for c in rest if not same_value(c.value, kept.value)]
     return out
 
 

@@ -260,3 +260,20 @@ def test_a_document_read_whole_has_evidence_for_its_extract_answers(decider) -> 
     assert text[code.span_start : code.span_end] == "ZX417" and code.span_start == text.index("Z")
     assert set(decision.evidence) == {"code"}
     assert decider.decide("Roof claim, no code.", [KIND, CODE]).evidence is None
+
+
+def test_a_low_confident_threshold_keeps_a_window_that_may_have_found_something(bert) -> None:
+    """A window that answers a question's absent value still says how likely its best other
+    option was; below 0.5 `windows.confident` thresholds that probability over all windows."""
+    # This random model answers "auto" at p > 0.9999 on every window: declared absent here.
+    kind = {**KIND, "absent": "auto"}
+    text = long_text(200)
+    default = Decider(bert, batch_size=8).decide(text, [kind])
+    low = Decider(bert, batch_size=8, windows={"confident": 1e-12}).decide(text, [kind])
+    assert default.ok and low.ok and default.windows == low.windows > 2
+    assert default.answers["kind"] == "auto" and default.confidence["kind"] > 0.9999
+    assert low.answers["kind"] in ("home", "none")  # some window's runner-up
+    assert 1e-12 <= low.confidence["kind"] < 0.5
+    assert low.evidence["kind"].window is not None
+    half = Decider(bert, batch_size=8, windows={"confident": 0.5}).decide(text, [kind])
+    assert half.answers == default.answers  # a runner-up never reaches 0.5
