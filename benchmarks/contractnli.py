@@ -149,7 +149,7 @@ def main() -> None:
     else:
         split = train50
         docs, train = data.documents(split, "validation"), data.documents(split, "train")
-    windows: dict[str, Any] = {"top_k": args.top_k}
+    windows: dict[str, Any] = {**data.spec(split)["windows"], "top_k": args.top_k}
     if args.confident is not None:
         windows["confident"] = args.confident
     spec = parse_spec({**data.spec(split), "windows": windows}, "contractnli")

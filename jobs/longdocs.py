@@ -4,9 +4,10 @@ Contract. `LongDocuments.decide(pool)` decides a pool of documents (each with it
 `QuestionSet`) that `Packer.prompt` refused (the document, or the questions with the whole
 document, do not fit the model's context):
 
-1. **A block's prompt holds only its own questions.** The asked questions are split into the
-   same balanced blocks as a document read whole (at most eight: 17 → 6/6/5). Blocks are decided
-   in order; block k's prompt holds its questions and, after the document text, the compact
+1. **A block's prompt holds only its own questions.** The asked questions are split into
+   balanced blocks of at most `windows.questions` (default eight, as a document read whole:
+   17 → 6/6/5; with 2, 17 → 9 blocks, and each window holds more of the document). Blocks are
+   decided in order; block k's prompt holds its questions and, after the document text, the compact
    answers kept for blocks 1..k-1 (`Answers so far: {"id":value,...}`), so later blocks see and
    can agree with them, as long as they take at most a quarter of the room the document would
    have without them (else absent answers are left out first, then the oldest). Each window's
@@ -105,7 +106,7 @@ class LongDocuments:
         for item, qset in pool:
             assert item.document is not None  # empty documents fail before packing
             starts = token_starts(self._offsets, item.document)
-            docs.append(_Doc(item, qset, starts, self.packer.groups(qset.asked)))
+            docs.append(_Doc(item, qset, starts, self.planner.groups(qset.asked)))
         for block in range(max(len(d.groups) for d in docs)):
             self._stage(docs, block)
         for doc in docs:

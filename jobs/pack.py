@@ -23,8 +23,8 @@ from decide.engine.requests import Block, DecodeRequest, Slot
 from decide.engine.tokenizer import TokenizerBundle
 
 from .questions import CompiledQuestion
+from .spec import BLOCK_QUESTIONS
 
-BLOCK_QUESTIONS = 8
 DEFAULT_INSTRUCTION = (
     "Read the document and answer every question. Reply with one JSON object that has one key "
     "per question id."
@@ -161,12 +161,14 @@ class Packer:
         return blocks, groups
 
     @staticmethod
-    def groups(questions: Sequence[CompiledQuestion]) -> list[list[CompiledQuestion]]:
-        """The questions of each block, in order (`balanced_groups`)."""
+    def groups(
+        questions: Sequence[CompiledQuestion], size: int = BLOCK_QUESTIONS
+    ) -> list[list[CompiledQuestion]]:
+        """The questions of each block, in order (`balanced_groups` of at most `size`)."""
         groups, cursor = [], 0
-        for size in balanced_groups(len(questions)):
-            groups.append(list(questions[cursor : cursor + size]))
-            cursor += size
+        for count in balanced_groups(len(questions), size):
+            groups.append(list(questions[cursor : cursor + count]))
+            cursor += count
         return groups
 
     def _key_piece(self, q: CompiledQuestion, first: bool) -> list[int]:

@@ -25,6 +25,7 @@ from pydantic import (
 
 QUESTION_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 MAX_QUESTIONS = 256  # per document; more than 8 are split into balanced blocks
+BLOCK_QUESTIONS = 8  # at most this many questions share a block (`jobs.pack`)
 SPEC_FORMAT = 1  # bump when the prompt or skeleton layout changes: it changes every answer
 
 
@@ -144,12 +145,15 @@ class Windows(Strict):
     prompt leaves), sharing up to `overlap` tokens of whole sentences; with `top_k`, only the
     k windows BM25 ranks highest for a block's question texts are decided; a non-absent window
     answer at least `confident` beats an absent one (below 0.5 that includes the best other
-    option of a window that answered absent: docs/jobs.md, long documents)."""
+    option of a window that answered absent: docs/jobs.md, long documents); `questions`: at
+    most that many questions per block of a document read in windows (default 8, as whole; fewer
+    questions leave each window more of the document)."""
 
     tokens: int | None = Field(None, ge=16)
     overlap: int = Field(64, ge=0)
     top_k: int | None = Field(None, ge=1)
     confident: float = Field(0.5, gt=0.0, le=1.0)
+    questions: int = Field(BLOCK_QUESTIONS, ge=1, le=BLOCK_QUESTIONS)
 
 
 class InputColumns(Strict):

@@ -135,11 +135,16 @@ class WindowPlanner:
             budget = min(budget, self.settings.tokens)
         return earlier, fixed, budget
 
+    def groups(self, questions: Sequence[CompiledQuestion]) -> list[list[CompiledQuestion]]:
+        """The blocks of questions a document read in windows is asked in (`settings.questions`
+        at most per block, balanced)."""
+        return self.packer.groups(questions, self.settings.questions)
+
     def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
         """Whether every block of `questions`, asked alone, leaves room for a window of at
         least `MIN_WINDOW` tokens (later blocks' prompts also hold earlier answers: checked per
         document)."""
-        for group in self.packer.groups(questions):
+        for group in self.groups(questions):
             fixed = len(self.prompt("", group, {})) + self.answer_length(group)
             if fixed + MARGIN + MIN_WINDOW > self.packer.max_length:
                 return False

@@ -250,7 +250,9 @@ def contractnli_windows(
     `model_dir` (its tokenizer and context decide the windows)."""
     _, config, tokenizer = load_config(model_dir)
     rows = contractnli.documents(contractnli.load_split("train50"), "train")
-    return WindowRows(config, tokenizer, rows, evidence_share, found_weight=found_weight)
+    return WindowRows(
+        config, tokenizer, rows, evidence_share, contractnli.window_settings(), found_weight
+    )
 
 
 def export(run: Path, target: Path) -> None:

@@ -4,7 +4,8 @@ Contract: `load_split(name)` reads `train/data/contract-nli/<name>.json.gz` (`de
 `train50`, the first 50 of the training split; the official test split is not here and is never
 read); `spec(split)` is the job spec of the 17 hypotheses, one enum question each
 (`entailment|contradiction|not_mentioned`, `absent: not_mentioned`), ids from the hypotheses'
-short descriptions, the default instruction (the one training packs with); `documents(split)`
+short descriptions, the default instruction (the one training packs with), and
+`windows.questions` 2 (`window_settings()`, which training reads windows with); `documents(split)`
 is one `LongRow` per NDA with its gold labels and, per hypothesis, the character offsets of its
 gold evidence spans. `train50` is cut into a training part and a validation part for recipe
 choices by a hash of the file name (`part`), never by position; the development split is
@@ -19,6 +20,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+from decide.jobs.spec import Windows
 
 from .windows import LongRow
 
@@ -65,9 +68,19 @@ def questions(split: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+# Hypotheses per block of a contract read in windows: fewer leave each window more of the
+# contract (on the bundled model's 512 positions, 2 leave about 330 tokens, 6 about 150).
+WINDOW_QUESTIONS = 2
+
+
 def spec(split: dict[str, Any]) -> dict[str, Any]:
     """The job spec of the 17 hypotheses."""
-    return {"questions": questions(split)}
+    return {"questions": questions(split), "windows": {"questions": WINDOW_QUESTIONS}}
+
+
+def window_settings() -> Windows:
+    """How the job spec reads a contract (training reads it the same way)."""
+    return Windows(questions=WINDOW_QUESTIONS)
 
 
 def is_validation(file_name: str) -> bool:

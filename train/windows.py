@@ -84,7 +84,7 @@ class WindowRows:
         self._starts: dict[int, np.ndarray] = {}
 
     def _groups(self, row: LongRow) -> list[list[CompiledQuestion]]:
-        return self.packer.groups(self.book.build(parse_questions(row.questions, "row")).asked)
+        return self.planner.groups(self.book.build(parse_questions(row.questions, "row")).asked)
 
     def fits(self, index: int) -> bool:
         """Whether row `index` is read whole by inference (no windows)."""

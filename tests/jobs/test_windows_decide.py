@@ -126,6 +126,34 @@ def test_seventeen_questions_decide_in_three_blocks_each_with_its_own_questions(
     assert "[h6]" in prompt.replace(" ", "") and "[h0]" not in prompt.replace(" ", "")
 
 
+def test_windows_questions_sets_the_blocks_and_leaves_each_window_more_text(bert, monkeypatch):
+    questions = [
+        {"id": f"h{i}", "text": f"Does clause {i} hold?", "schema": {"enum": ["yes", "no", "nm"]},
+         "absent": "nm"}
+        for i in range(5)
+    ]  # fmt: skip
+    seen: dict[int, list[tuple[str, ...]]] = {}
+    original = WindowPlanner.plan
+
+    def spy(self, text, starts, qs, *args, **kwargs):
+        plan = original(self, text, starts, qs, *args, **kwargs)
+        seen.setdefault(self.settings.questions, []).append(tuple(q.id for q in qs))
+        sizes.setdefault(self.settings.questions, []).extend(w.tokens for w in plan.windows)
+        return plan
+
+    sizes: dict[int, list[int]] = {}
+    monkeypatch.setattr(WindowPlanner, "plan", spy)
+    text = long_text(200)
+    whole = Decider(bert, batch_size=8).decide(text, questions)
+    two = Decider(bert, batch_size=8, windows={"questions": 2}).decide(text, questions)
+    assert whole.ok and two.ok and list(two.answers) == [q["id"] for q in questions]
+    assert seen[8] == [("h0", "h1", "h2", "h3", "h4")]
+    assert seen[2] == [("h0", "h1"), ("h2", "h3"), ("h4",)]
+    assert max(sizes[2]) > max(sizes[8])  # fewer questions: more of the document per window
+    with pytest.raises(SpecError, match=r"windows\.questions"):
+        parse_spec({"questions": [KIND], "windows": {"questions": 9}})
+
+
 RULES = {"if": {"properties": {"kind": {"const": "auto"}}},
          "then": {"properties": {"late": {"const": False}}}}  # fmt: skip
 LATE = {"id": "late", "text": "Was it late?", "schema": {"type": "boolean"}}

@@ -15,6 +15,7 @@ from helpers.jobdata import long_text
 from decide.api import Decider
 from decide.cli import main
 from decide.engine.loader import load_config
+from decide.jobs.spec import Windows
 from decide.jobs.window_plan import WindowPlanner, with_earlier
 from decide.jobs.windows import Window
 from decide.train import contractnli
@@ -35,9 +36,13 @@ def bert(tiny_checkpoint):
     return tiny_checkpoint("bert", vocab="small", init_std=0.2)
 
 
-def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("per_block", "firsts"), [(8, {"h0", "h6"}), (3, {"h0", "h3", "h6", "h9"})]
+)
+def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch, per_block, firsts) -> None:
     """Decide a long document in windows, recording every window prompt; with the decided
-    answers as gold, every row training draws is one of those prompts."""
+    answers as gold, every row training draws is one of those prompts (also with fewer
+    questions per block, `windows.questions`)."""
     text = long_text(160)
     middle = len(text) // 2
     text = f"{text[:middle]} The code is ZX417. {text[middle:]}"
@@ -50,10 +55,12 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch) -> None:
         return original(self, window_text, questions, earlier)
 
     monkeypatch.setattr(WindowPlanner, "prompt", spy)
-    decision = Decider(bert, batch_size=8).decide(text, QUESTIONS)
+    settings = Windows(questions=per_block)
+    decision = Decider(bert, batch_size=8, windows=settings.model_dump()).decide(text, QUESTIONS)
     assert decision.ok and decision.windows > 2, decision.error
     _, config, tokenizer = load_config(bert)
-    rows = WindowRows(config, tokenizer, [LongRow("d", text, QUESTIONS, decision.answers)])
+    row = LongRow("d", text, QUESTIONS, decision.answers)
+    rows = WindowRows(config, tokenizer, [row], settings=settings)
     builder = ExampleBuilder(config, tokenizer)
     rng = random.Random(0)
     drawn = set()
@@ -65,8 +72,8 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch) -> None:
         assert set(gold) == set(ids) and all(gold[q] == decision.answers[q] for q in ids)
         assert builder.build(window_text, questions, gold, rng) is not None
         drawn.add(ids)
-    # both blocks are drawn; the code question only with the window that holds ZX417
-    assert {ids[0] for ids in drawn} == {"h0", "h6"}
+    # every block is drawn; the code question only with the window that holds ZX417
+    assert {ids[0] for ids in drawn} == firsts
     assert any("code" in ids for ids in drawn) and any("code" not in ids for ids in drawn)
 
 
