@@ -365,7 +365,7 @@ def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, aske
     if spec.long_documents == "error":
         click.echo("longer documents are error rows (long_documents: error)")
         return
-    for k, group in enumerate(packer.groups(asked), start=1):
+    for k, group in enumerate(planner.groups(asked), start=1):
         try:
             _, _, budget = planner.room(group, label=f"block {k}")
         except NoRoom as exc:
