@@ -78,6 +78,22 @@ def contains(evidence: dict | None, gold: list[tuple[int, int]]) -> bool:
     return any(evidence["start"] <= a and b <= evidence["end"] for a, b in gold)
 
 
+def per_hypothesis(ok: list, gold: dict, baseline: dict[str, str]) -> str:
+    """Each hypothesis's right answers, decide's and its majority label's, and how often decide
+    answered it as not mentioned."""
+    rows = []
+    for qid, majority_label in baseline.items():
+        labels = [(gold[d.doc_id].gold[qid], d.answers[qid]) for d in ok]
+        rows.append([
+            qid, majority_label, sum(g == p for g, p in labels),
+            sum(g == majority_label for g, _ in labels),
+            sum(p == ABSENT for _, p in labels), sum(g == ABSENT for g, _ in labels), len(labels),
+        ])  # fmt: skip
+    header = ["hypothesis", "majority label", "decide right", "majority right",
+              "decide: not mentioned", "gold: not mentioned", "NDAs"]  # fmt: skip
+    return common.table(header, rows, "llrrrrr")
+
+
 @dataclass
 class Decided:
     """What the figures need of one decided NDA (from the engine or from a run's parquet)."""
@@ -132,6 +148,10 @@ def main() -> None:
         "--confident", type=float, default=None,
         help="windows.confident: a found answer at least this confident beats an absent one "
         "(default: the spec's default)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--per-hypothesis", action="store_true",
+        help="also a table of each hypothesis's accuracy against its majority label",
     )  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
@@ -207,6 +227,9 @@ def main() -> None:
     rows.append(["windows per document", f"{sum(d.windows for d in decisions) / n:.1f}", "-"])
     rows.append(["seconds per document", f"{seconds / n:.2f}", "-"])
     print(common.table(header, rows, "lrr"))
+    if args.per_hypothesis:
+        print()
+        print(per_hypothesis(ok, gold, baseline))
     print()
     print(common.table(["published anchor (3-class accuracy)", "value"], ANCHORS, "lr"))
     if pairs:
