@@ -150,6 +150,10 @@ def main() -> None:
         "(default: the spec's default)",
     )  # fmt: skip
     parser.add_argument(
+        "--window-questions", type=int, default=None,
+        help="windows.questions: hypotheses per window (default: the ContractNLI spec's)",
+    )  # fmt: skip
+    parser.add_argument(
         "--per-hypothesis", action="store_true",
         help="also a table of each hypothesis's accuracy against its majority label",
     )  # fmt: skip
@@ -172,6 +176,8 @@ def main() -> None:
     windows: dict[str, Any] = {**data.spec(split)["windows"], "top_k": args.top_k}
     if args.confident is not None:
         windows["confident"] = args.confident
+    if args.window_questions is not None:
+        windows["questions"] = args.window_questions
     spec = parse_spec({**data.spec(split), "windows": windows}, "contractnli")
     if args.docs is not None:
         docs = docs[: args.docs]
@@ -185,7 +191,7 @@ def main() -> None:
         decisions, model = decide(docs, spec, args)
         seconds = time.perf_counter() - started
         how = (f"top_k={args.top_k}, confident={spec.windows.confident}, "
-               f"batch size {args.batch_size}")  # fmt: skip
+               f"{spec.windows.questions} hypotheses per window, batch size {args.batch_size}")  # fmt: skip
     ok = [d for d in decisions if d.ok]
     failed = Counter(d.kind or "?" for d in decisions if not d.ok)
     pairs, base, held, held_found, found = [], [], 0, 0, 0
