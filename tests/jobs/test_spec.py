@@ -24,6 +24,20 @@ def test_yaml_and_json_specs_load(tmp_path: Path) -> None:
     assert a.fingerprint() != b.fingerprint()  # decoding settings change answers
 
 
+def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> None:
+    """A job started before a setting existed resumes: its spec's fingerprint (values computed
+    at 58b8508, before `windows.questions`) does not change; setting it does."""
+    assert parse_spec({"questions": [QUESTION]}).fingerprint() == "f79ed64016266f6e"
+    top = {"questions": [QUESTION], "windows": {"top_k": 3}}
+    assert parse_spec(top).fingerprint() == "dd1281bc6ad3c80f"
+    assert parse_spec({**top, "windows": {"top_k": 3, "questions": 8}}).fingerprint() == (
+        "dd1281bc6ad3c80f"
+    )
+    assert parse_spec({**top, "windows": {"top_k": 3, "questions": 2}}).fingerprint() != (
+        "dd1281bc6ad3c80f"
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "where"),
     [
