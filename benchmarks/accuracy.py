@@ -123,6 +123,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--misses", action="store_true", help="list validation misses")
     parser.add_argument(
+        "--decoding", nargs="*", default=[], metavar="KEY=VALUE",
+        help="decoding settings for every decide run (e.g. max_steps=2), as a job's YAML writes them",
+    )  # fmt: skip
+    parser.add_argument(
         "--summary", type=Path, default=None,
         help="write the figures into this train_summary.json (the model's, when shipping it)",
     )  # fmt: skip
@@ -133,14 +137,23 @@ def main() -> None:
     print(f"model: {path} ({loaded.config.model_type}, {loaded.parameter_count():,} parameters, "
           f"{torch.get_num_threads()} threads)\n")  # fmt: skip
 
+    settings = common.decoding_settings(args.decoding)
+    if settings:
+        print(f"decoding: {settings}\n")
+
     def engine(**decoding) -> DecisionEngine:
-        return DecisionEngine(loaded, Decoding(**decoding), batch_size=args.batch_size)
+        return DecisionEngine(
+            loaded, Decoding(**{**settings, **decoding}), batch_size=args.batch_size
+        )
 
     started = time.monotonic()
     if "handwritten" in args.sections:
         # numeric dates in the hand-written documents are day first (their README)
         dated = DecisionEngine(
-            loaded, Decoding(), batch_size=args.batch_size, dates=DatePolicy(order="day_first")
+            loaded,
+            Decoding(**settings),
+            batch_size=args.batch_size,
+            dates=DatePolicy(order="day_first"),
         )
         reports = {
             (split, derive): evaluate_handwritten(dated, handwritten.load_split(split), derive)
@@ -203,7 +216,8 @@ def synthetic_tables(
     docs = synthetic_documents(args.docs, seed=args.seed)
     joint = evaluate_synthetic(engine(), docs, joint=True)
     separate = evaluate_synthetic(engine(), docs, joint=False)
-    serial = evaluate_synthetic(engine(max_tokens_per_step=1), docs, joint=True)
+    # the baseline of the parallelism table: one token per forward, no step cap
+    serial = evaluate_synthetic(engine(max_tokens_per_step=1, max_steps=None), docs, joint=True)
     extracted = evaluate_synthetic(engine(), docs, joint=True, extract=True)
     numbers = evaluate_synthetic(engine(), docs, joint=True, extract=("string", "integer"))
 

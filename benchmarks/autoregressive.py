@@ -23,13 +23,16 @@ is compared with the faster (on a CPU with bf16 matrix units a one-token step is
 Both decoders batch `--batch-sizes` documents (the autoregressive one statically: a batch runs
 until its longest answer is done, finished rows leave the cache). decide runs twice: recomputing
 the whole block at every step, and with its in-block cache (steps recompute only the open and
-newly committed positions; the objects that differ from the first run are counted). The floor is
+newly committed positions; the objects that differ from the first run are counted);
+`--max-steps N ...` adds runs with the in-block cache and `decoding.max_steps` N (at most N
+forwards per block, then the rest committed greedily from the last one). The floor is
 one batched forward per document over its prompt and every block's skeleton: what reading the
 document once costs either decoder. Per document: forward passes it took part in, and wall time
 per document (batch wall time / documents).
 
     python benchmarks/autoregressive.py
     python benchmarks/autoregressive.py --docs 4 --batch-sizes 4 --models llada
+    python benchmarks/autoregressive.py --models bundled --max-steps 2
 """
 
 from __future__ import annotations
@@ -233,12 +236,16 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
     list(eng.decide(items[:2]))  # warm-up (untimed)
     for batch in args.batch_sizes:
         timings: dict[str, tuple[float, dict]] = {}
-        for variant, in_block in (("decide, whole block every step", False),
-                                  ("decide, in-block cache", True)):  # fmt: skip
-            common.set_decoding(eng, batch_size=batch, in_block_cache=in_block)
+        variants = [("decide, whole block every step", False, None),
+                    ("decide, in-block cache", True, None)]  # fmt: skip
+        variants += [(f"decide, in-block cache, max_steps {n}", True, n) for n in args.max_steps]
+        for variant, in_block, max_steps in variants:
+            common.set_decoding(eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps)
             started = time.perf_counter()
-            decisions = {d.doc_id: d for d in eng.decide(items)}
-            timings[variant] = (time.perf_counter() - started, decisions)
+            decided = {d.doc_id: d for d in eng.decide(items)}
+            timings[variant] = (time.perf_counter() - started, decided)
+        # the autoregressive loop writes the objects decide writes at its defaults
+        decisions = timings["decide, in-block cache"][1]
         good = [i for i in range(len(docs)) if decisions[i].ok]
         order = sorted(good, key=lambda i: len(prompts[i]))
         targets = {i: loaded.tokenizer.encode(decisions[i].answers_json or "") for i in good}
@@ -323,6 +330,10 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 16])
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--max-steps", type=int, nargs="*", default=[],
+        help="also time decide (in-block cache) with `decoding.max_steps` at each of these",
+    )  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     print(f"Machine: {common.describe_machine(args.threads)}")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from decide.engine import load_model
 from decide.engine.loader import LoadedModel
@@ -114,6 +115,18 @@ def load_trained(path: str | None) -> LoadedModel:
 def engine(loaded: LoadedModel, batch_size: int = 16, **decoding: Any) -> DecisionEngine:
     """`DecisionEngine` with `Decoding(**decoding)`; long documents are errors, as by default."""
     return DecisionEngine(loaded, Decoding(**decoding), batch_size=batch_size)
+
+
+def decoding_settings(pairs: Sequence[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs as a job's `decoding:` YAML would write them, checked by `Decoding`."""
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--decoding {pair!r}: expected KEY=VALUE, e.g. max_steps=2")
+        settings[key] = yaml.safe_load(value)
+    Decoding(**settings)  # unknown keys and bad values stop here, with pydantic's message
+    return settings
 
 
 def set_decoding(engine: DecisionEngine, batch_size: int | None = None, **decoding: Any) -> None:

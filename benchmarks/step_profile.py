@@ -2,7 +2,8 @@
 
 `--head-limit 0` scores every position through the full-vocabulary head (the path before the
 restricted head); the default limit takes the restricted head where a mask allows few tokens.
-`--in-block 0 1` runs without and with the in-block cache (`decoding.in_block_cache`).
+`--in-block 0 1` runs without and with the in-block cache (`decoding.in_block_cache`);
+`--max-steps 0 2` without and with a cap of 2 steps per block (`decoding.max_steps`).
 Wraps the sampler's parts with CPU-time timers (one run per batch size, same documents, after a
 warm-up): the trunk forward (`_trunk`: embeddings + layers over the window), the output head over
 the full vocabulary (`logits`), the head restricted to candidate tokens (`token_logits`), the
@@ -97,6 +98,8 @@ def main() -> None:
                         help="bundled, or a family's tiny random checkpoint (llada, dream, ...)")  # fmt: skip
     parser.add_argument("--in-block", type=int, nargs="*", default=[0, 1],
                         help="decoding.in_block_cache off (0) and/or on (1)")  # fmt: skip
+    parser.add_argument("--max-steps", type=int, nargs="*", default=[0],
+                        help="decoding.max_steps per run (0: no cap, the default)")  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,9 +117,17 @@ def main() -> None:
     instrument(loaded.model)
     print(f"Machine: {common.describe_machine(args.threads)}; {args.docs} documents × 8 questions")
     rows = []
-    runs = [(b, h, q) for b in args.batch_sizes for h in args.head_limit for q in args.in_block]
-    for batch, limit, in_block in runs:
-        common.set_decoding(eng, batch_size=batch, in_block_cache=bool(in_block))
+    runs = [
+        (b, h, q, m)
+        for b in args.batch_sizes
+        for h in args.head_limit
+        for q in args.in_block
+        for m in args.max_steps
+    ]
+    for batch, limit, in_block, max_steps in runs:
+        common.set_decoding(
+            eng, batch_size=batch, in_block_cache=bool(in_block), max_steps=max_steps or None
+        )
         eng.sampler.config = dataclasses.replace(eng.sampler.config, head_limit=limit)
         TIMES.clear()
         PADDING.update(positions=0, padded=0)
@@ -131,18 +142,20 @@ def main() -> None:
         parts = {**t, "option scoring (rest)": option}
         parts["Python per-row work (rest of step)"] = step - inside - option
         parts["outside the sampler's steps (packing, parsing)"] = 1000 * total / len(docs) - step
+        cap = max_steps or "none"
         share = PADDING["padded"] / max(PADDING["positions"], 1)
         for name, ms in parts.items():
             share_ms = f"{100 * ms / (1000 * total / len(docs)):.0f}%"
             if ms:
-                rows.append([batch, limit, in_block, name, f"{ms:.1f}", share_ms])
-        rows.append([batch, limit, in_block, "**total**", f"{1000 * total / len(docs):.1f}",
+                rows.append([batch, limit, in_block, cap, name, f"{ms:.1f}", share_ms])
+        rows.append([batch, limit, in_block, cap, "**total**", f"{1000 * total / len(docs):.1f}",
                      f"nfe {nfe:.1f}"])  # fmt: skip
         rows.append(
-            [batch, limit, in_block, "padding (window positions)", "", f"{100 * share:.0f}%"]
+            [batch, limit, in_block, cap, "padding (window positions)", "", f"{100 * share:.0f}%"]
         )
-    header = ["batch", "head_limit", "in_block_cache", "part", "CPU ms / document", "share"]
-    print(common.table(header, rows, "rrrlrr"))
+    header = ["batch", "head_limit", "in_block_cache", "max_steps", "part", "CPU ms / document",
+              "share"]  # fmt: skip
+    print(common.table(header, rows, "rrrrlrr"))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ CASES = {
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
     "contractnli": ["--split", "validation", "--docs", "1"],
     "rules": ["--docs", "2"],
-    "step_profile": ["--docs", "2", "--batch-sizes", "2"],
-    "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation"],
+    "step_profile": ["--docs", "2", "--batch-sizes", "2", "--max-steps", "0", "2"],
+    "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation", "--decoding",
+                 "max_steps=2"],
     "long_prompt": ["--families", "sdar", "--tokens", "2600"],  # above one 2,048-token chunk
 }  # fmt: skip
 
