@@ -55,7 +55,9 @@ class CommitPolicy:
         if positions:
             assert logits is not None
             order = [it.logits_row for it in positions]
-            self.commit_all(row, [it.position for it in positions], logits[order])
+            seeds = {it.position: (it.mask, it.confidence, it.token)
+                     for it in positions if it.mask is not None}  # fmt: skip
+            self.commit_all(row, [it.position for it in positions], logits[order], seeds=seeds)
 
     def commit_option(self, row: RowState, item: OptionItem) -> None:
         constraint = row.slots()[item.slot].constraint
@@ -85,13 +87,21 @@ class CommitPolicy:
         row.slot_logp[slot_index] += math.log(max(prob, 1e-300))
         return True
 
-    def commit_all(self, row: RowState, positions: list[int], logits: torch.Tensor) -> None:
+    def commit_all(
+        self,
+        row: RowState,
+        positions: list[int],
+        logits: torch.Tensor,
+        seeds: dict[int, tuple[torch.Tensor, float, int]] | None = None,
+    ) -> None:
         """Step cap reached: commit every given position greedily, in rounds: each slot commits
         its most confident open position under the mask its commits so far leave.
 
         A position is scored again only when its mask row changed since it was last scored (the
         best allowed token and its mask-restricted probability depend on the logits, fixed here,
-        and the mask only). When every slot of the block is `independent` (its masks depend on
+        and the mask only). `seeds` (position -> mask row, probability, best token) are scores
+        the step already computed from these logits: a position whose mask is still that row
+        is not scored again. When every slot of the block is `independent` (its masks depend on
         its own commits only; a constraint that does not say so is taken to depend on the
         others'), a round fills each slot's masks once and scores all slots' changed positions
         in one `masked_confidence` call; otherwise each slot is scored after the commits of the
@@ -100,7 +110,8 @@ class CommitPolicy:
         remaining = dict(zip(positions, range(len(positions)), strict=True))
         slots = row.slots()
         together = all(getattr(s.constraint, "independent", False) for s in slots)
-        scored: dict[int, tuple[torch.Tensor, float, int]] = {}  # pos -> (mask row, prob, token)
+        # pos -> (mask row, prob, token)
+        scored: dict[int, tuple[torch.Tensor, float, int]] = dict(seeds or {})
         while remaining:
             by_slot: dict[int, list[int]] = {}
             for pos in remaining:

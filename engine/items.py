@@ -11,7 +11,7 @@ probability under the softmax restricted to the position's allowed tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class OptionItem(NamedTuple):
@@ -29,6 +29,10 @@ class PositionItem(NamedTuple):
     position: int  # absolute position in the row's sequence
     token: int
     logits_row: int  # row of this position in the step's full-head logits; -1 if it had none
+    # The allowed-token bitmask row `[W]` the full head's best token and probability were
+    # computed under (None: restricted head, or a sampled token): lets a forced fill
+    # (`CommitPolicy.commit_all`) reuse them while the position's mask is unchanged.
+    mask: Any = None
 
 
 Item = OptionItem | PositionItem

@@ -282,13 +282,15 @@ def score_positions(
         range(len(dense)), dense, tokens.tolist(), probs.tolist(), strict=True
     ):
         rng = rows[i].rng
+        mask = bitmask[n] if row_of[n] >= 0 else None
         if rng is not None:
             assert logits is not None
             allowed = unpack_bitmask(bitmask[n], vocab)
             token_n, prob_n = sample_token(
                 logits[row_of[n]].float().cpu(), allowed, temperature, rng
             )
-        items[i].append(PositionItem(prob_n, pos, token_n, row_of[n]))
+            mask = None  # not the greedy best token
+        items[i].append(PositionItem(prob_n, pos, token_n, row_of[n], mask))
     return logits
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers.constraints import ListConstraint
 
-from decide.engine import load_model
+from decide.engine import commit, load_model
 from decide.engine.requests import Block, DecodeRequest, Slot
 from decide.engine.sampler import Sampler, SamplerConfig
 
@@ -196,6 +196,42 @@ def test_step_cap_scores_independent_slots_together_with_the_same_commits(
             assert [s.confidence for s in block] == pytest.approx(
                 [s.confidence for s in reference], rel=1e-5
             )
+
+
+@pytest.mark.parametrize("model_type", ["llada", "sdar"])
+def test_step_cap_fill_starts_from_the_steps_own_scores(
+    model_type, tiny_checkpoint, monkeypatch
+) -> None:
+    """The forced fill reuses the best token and probability the step computed for a position
+    while its mask is unchanged: the same commits as scoring every position again, with fewer
+    rows scored."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    scored_rows: list[int] = []
+    real_confidence = commit.masked_confidence
+
+    def counting(logits, masks, rows=None, *args, **kwargs):
+        scored_rows[-1] += masks.shape[0]
+        return real_confidence(logits, masks, rows, *args, **kwargs)
+
+    monkeypatch.setattr(commit, "masked_confidence", counting)
+    real_fill = commit.CommitPolicy.commit_all
+    runs = []
+    for reuse in (False, True):
+        fill = real_fill if reuse else (lambda self, *a, seeds=None, **k: real_fill(self, *a, **k))
+        monkeypatch.setattr(commit.CommitPolicy, "commit_all", fill)
+        scored_rows.append(0)
+        requests = _requests(seed=18, count=6, finite=False)
+        runs.append(_decode(model_dir, requests, threshold=1.0, max_steps=1))
+    again, reused = runs
+    _check_valid(reused)
+    for key, result in reused.items():
+        assert all(s.forced for s in result.stats)
+        assert result.blocks == again[key].blocks
+        for block, reference in zip(result.slots, again[key].slots, strict=True):
+            assert [s.confidence for s in block] == pytest.approx(
+                [s.confidence for s in reference], rel=1e-5
+            )
+    assert 0 < scored_rows[1] < scored_rows[0], scored_rows
 
 
 def test_parallel_commits_cut_forward_passes(tiny_checkpoint) -> None:
