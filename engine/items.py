@@ -30,8 +30,8 @@ class PositionItem(NamedTuple):
     token: int
     logits_row: int  # row of this position in the step's full-head logits; -1 if it had none
     # The allowed-token bitmask row `[W]` the full head's best token and probability were
-    # computed under (None: restricted head, or a sampled token): lets a forced fill
-    # (`CommitPolicy.commit_all`) reuse them while the position's mask is unchanged.
+    # computed under, set only for a greedy row at its step cap (None otherwise): lets its
+    # forced fill (`CommitPolicy.commit_all`) reuse them while the position's mask is unchanged.
     mask: Any = None
 
 

@@ -282,14 +282,15 @@ def score_positions(
         range(len(dense)), dense, tokens.tolist(), probs.tolist(), strict=True
     ):
         rng = rows[i].rng
-        mask = bitmask[n] if row_of[n] >= 0 else None
+        mask = None  # kept only where the forced fill reads it: a greedy row at its step cap
         if rng is not None:
             assert logits is not None
             allowed = unpack_bitmask(bitmask[n], vocab)
             token_n, prob_n = sample_token(
                 logits[row_of[n]].float().cpu(), allowed, temperature, rng
             )
-            mask = None  # not the greedy best token
+        elif whole[i]:
+            mask = bitmask[n]
         items[i].append(PositionItem(prob_n, pos, token_n, row_of[n], mask))
     return logits
 
