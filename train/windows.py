@@ -16,11 +16,13 @@ A window's gold answer to a question:
   out of that example (as inference leaves out an extract question a window offers nothing for);
 - otherwise the document's gold answer.
 
-A document that fits the model whole is returned as it is. `evidence_share` of the draws pick,
-among a block's windows, one that holds evidence for one of its questions (when there is one);
-the others pick a window uniformly. Most window answers are the absent value, so a window's
-answers that are not weigh `found_weight` times as much in the loss (the row's fifth element).
-Everything is drawn from the `random.Random` passed in, so runs repeat for a seed.
+A document that fits the model whole is returned as it is. A block's windows are those inference
+decides: all of them, or with `top_k` in the settings the k that BM25 ranks highest for the
+block's question texts (`read`). `evidence_share` of the draws pick, among them, one that
+holds evidence for one of its questions (when there is one); the others pick one uniformly.
+Most window answers are the absent value, so a window's answers that are not weigh
+`found_weight` times as much in the loss (the row's fifth element). Everything is drawn from
+the `random.Random` passed in, so runs repeat for a seed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from decide.jobs.questions import CompiledQuestion
 from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import parse_questions
 from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
-from decide.jobs.windows import Window, token_starts
+from decide.jobs.windows import Window, rank, token_starts
 
 DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
 
@@ -79,7 +81,9 @@ class WindowRows:
         packer = Packer.for_model(config, tokenizer, self.book.filler_id)
         self.packer = packer
         self.planner = WindowPlanner(packer, settings)
+        self.top_k = getattr(settings, "top_k", None)
         self._plans: dict[tuple[int, int], BlockPlan | None] = {}
+        self._read: dict[tuple[int, int], list[Window]] = {}
         self._whole: dict[int, bool] = {}
         self._starts: dict[int, np.ndarray] = {}
 
@@ -120,6 +124,20 @@ class WindowRows:
                 self._plans[key] = None
         return self._plans[key]
 
+    def read(self, index: int, block: int, plan: BlockPlan) -> list[Window]:
+        """The windows of `plan` that inference decides: all of them, or with `top_k` the k
+        that BM25 ranks highest for the block's question texts (`jobs.windows.rank`)."""
+        key = (index, block)
+        if key not in self._read:
+            windows = plan.windows
+            if self.top_k is not None:
+                text = self.rows[index].text
+                query = " ".join(q.text for q in self._groups(self.rows[index])[block])
+                chosen = rank([text[w.start : w.end] for w in windows], query, self.top_k)
+                windows = [windows[i] for i in chosen]
+            self._read[key] = windows
+        return self._read[key]
+
     def window_gold(
         self, row: LongRow, window: Window, questions: Sequence[CompiledQuestion]
     ) -> dict[str, Any]:
@@ -152,15 +170,14 @@ class WindowRows:
             if plan is None:
                 continue  # this block leaves no room for a window: inference fails the row
             questions = groups[block]
+            windows = self.read(index, block, plan)
             with_evidence = [
-                w
-                for w in plan.windows
-                if any(holds(w, row.evidence.get(q.id, ())) for q in questions)
+                w for w in windows if any(holds(w, row.evidence.get(q.id, ())) for q in questions)
             ]
             if with_evidence and rng.random() < self.evidence_share:
                 window = rng.choice(with_evidence)
             else:
-                window = rng.choice(plan.windows)
+                window = rng.choice(windows)
             gold = self.window_gold(row, window, questions)
             if gold:
                 by_id = {q["id"]: q for q in row.questions}

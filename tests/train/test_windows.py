@@ -77,6 +77,40 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch, per_block
     assert any("code" in ids for ids in drawn) and any("code" not in ids for ids in drawn)
 
 
+def test_with_top_k_rows_are_drawn_from_the_windows_inference_decides(bert, monkeypatch) -> None:
+    """`windows.top_k`: inference decides only the k windows BM25 ranks highest for a block's
+    questions, and training draws its rows from those same windows, not from all of them."""
+    text = long_text(160)
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    original = WindowPlanner.prompt
+
+    def spy(self, window_text, questions, earlier):
+        if window_text:
+            seen.add((with_earlier(window_text, earlier), tuple(q.id for q in questions)))
+        return original(self, window_text, questions, earlier)
+
+    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    questions = QUESTIONS[:10]
+    settings = Windows(questions=5, top_k=2)
+    decision = Decider(bert, batch_size=8, windows=settings.model_dump()).decide(text, questions)
+    assert decision.ok and decision.windows > 2, decision.error
+    _, config, tokenizer = load_config(bert)
+    row = LongRow("d", text, questions, decision.answers)
+    rng = random.Random(0)
+    per_block: dict[tuple[str, ...], set[str]] = {}
+    rows = WindowRows(config, tokenizer, [row], settings=settings)
+    for _ in range(60):
+        window_text, asked, _, _, _ = rows.draw(rng)
+        ids = tuple(q["id"] for q in asked)
+        assert (window_text, ids) in seen
+        per_block.setdefault(ids, set()).add(window_text)
+    assert len(per_block) == 2 and all(len(texts) == 2 for texts in per_block.values())
+    # without top_k the same draws reach the block's other windows
+    every = WindowRows(config, tokenizer, [row], settings=Windows(questions=5))
+    reached = {every.draw(rng)[0] for _ in range(60)}
+    assert len(reached) > 4
+
+
 def test_a_window_teaches_the_label_only_where_it_holds_the_evidence(bert) -> None:
     text = long_text(200)
     span = (3000, 3040)
