@@ -289,7 +289,7 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
             failed = sum(not d.ok for d in decided.values())
             rows.append(
                 [name, batch, variant, f"{statistics.mean(d.nfe for d in decided.values()):.1f}",
-                 f"{json_tokens:.0f}", f"{ours_ms:.1f}", f"**{ar_ms / ours_ms:.1f}×**",
+                 f"{json_tokens:.0f}", f"{ours_ms:.1f}", f"**{ar_ms / ours_ms:.2f}×**",
                  f"{failed} failed; {ours_ms / floor_ms:.1f}× the floor; "
                  f"{same}/{len(decided)} objects as whole blocks"]
             )  # fmt: skip
