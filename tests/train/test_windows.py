@@ -36,6 +36,21 @@ def bert(tiny_checkpoint):
     return tiny_checkpoint("bert", vocab="small", init_std=0.2)
 
 
+def prompts_read(monkeypatch) -> set[tuple[str, tuple[str, ...]]]:
+    """Every window prompt inference builds from now on: (window text with the earlier answers,
+    the ids of its questions)."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    original = WindowPlanner.prompt
+
+    def spy(self, window_text, questions, earlier):
+        if window_text:
+            seen.add((with_earlier(window_text, earlier), tuple(q.id for q in questions)))
+        return original(self, window_text, questions, earlier)
+
+    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("per_block", "firsts"), [(8, {"h0", "h6"}), (3, {"h0", "h3", "h6", "h9"})]
 )
@@ -46,15 +61,7 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch, per_block
     text = long_text(160)
     middle = len(text) // 2
     text = f"{text[:middle]} The code is ZX417. {text[middle:]}"
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    original = WindowPlanner.prompt
-
-    def spy(self, window_text, questions, earlier):
-        if window_text:
-            seen.add((with_earlier(window_text, earlier), tuple(q.id for q in questions)))
-        return original(self, window_text, questions, earlier)
-
-    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    seen = prompts_read(monkeypatch)
     settings = Windows(questions=per_block)
     decision = Decider(bert, batch_size=8, windows=settings.model_dump()).decide(text, QUESTIONS)
     assert decision.ok and decision.windows > 2, decision.error
@@ -81,15 +88,7 @@ def test_with_top_k_rows_are_drawn_from_the_windows_inference_decides(bert, monk
     """`windows.top_k`: inference decides only the k windows BM25 ranks highest for a block's
     questions, and training draws its rows from those same windows, not from all of them."""
     text = long_text(160)
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    original = WindowPlanner.prompt
-
-    def spy(self, window_text, questions, earlier):
-        if window_text:
-            seen.add((with_earlier(window_text, earlier), tuple(q.id for q in questions)))
-        return original(self, window_text, questions, earlier)
-
-    monkeypatch.setattr(WindowPlanner, "prompt", spy)
+    seen = prompts_read(monkeypatch)
     questions = QUESTIONS[:10]
     settings = Windows(questions=5, top_k=2)
     decision = Decider(bert, batch_size=8, windows=settings.model_dump()).decide(text, questions)
