@@ -59,7 +59,6 @@ from .windows import (
     Window,
     combinations,
     combine,
-    rank,
     ranked,
     same_value,
     segment,
@@ -190,7 +189,6 @@ class LongDocuments:
 
     def _requests(self, d: _Doc, block: int) -> Iterator[tuple[Window, list, tuple]]:
         """The window requests of one document for one block, made as the sampler takes them."""
-        settings = self.settings
         text = d.item.document
         questions = d.groups[block]
         by_id = {q.id: q for q in d.qset.asked}
@@ -201,13 +199,8 @@ class LongDocuments:
         except NoRoom as exc:
             d.failure = (FailureKind.questions_do_not_fit, str(exc))
             return
-        windows = plan.windows
-        d.windows = max(d.windows, len(windows))
-        if settings.top_k is not None:
-            query = " ".join(q.text for q in questions)
-            chosen = rank([text[w.start : w.end] for w in windows], query, settings.top_k)
-            windows = [windows[i] for i in chosen]
-        for window in windows:
+        d.windows = max(d.windows, len(plan.windows))
+        for window in self.planner.decided(text, plan.windows, questions):
             yield from self._window(d, block, window, questions, plan.earlier)
 
     def _window(

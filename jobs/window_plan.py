@@ -27,7 +27,7 @@ from jsonschema.validators import validator_for
 
 from .pack import Packer
 from .questions import CompiledQuestion
-from .windows import Window, segment
+from .windows import Window, rank, segment
 
 MARGIN = 8  # tokens kept free: a window re-tokenized inside its prompt may take a few more
 EARLIER_SHARE = 0.25  # earlier answers may take this share of the document's room
@@ -139,6 +139,18 @@ class WindowPlanner:
         """The blocks of questions a document read in windows is asked in (`settings.questions`
         at most per block, balanced)."""
         return self.packer.groups(questions, self.settings.questions)
+
+    def decided(
+        self, text: str, windows: Sequence[Window], questions: Sequence[CompiledQuestion]
+    ) -> list[Window]:
+        """The windows of a block that are decided: all of them, or with `settings.top_k` the k
+        that BM25 ranks highest for the block's question texts, in document order (inference
+        and training read the same ones)."""
+        if self.settings.top_k is None:
+            return list(windows)
+        query = " ".join(q.text for q in questions)
+        chosen = rank([text[w.start : w.end] for w in windows], query, self.settings.top_k)
+        return [windows[i] for i in chosen]
 
     def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
         """Whether every block of `questions`, asked alone, leaves room for a window of at

@@ -42,7 +42,7 @@ from decide.jobs.questions import CompiledQuestion
 from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import parse_questions
 from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
-from decide.jobs.windows import Window, rank, token_starts
+from decide.jobs.windows import Window, token_starts
 
 DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
 
@@ -81,7 +81,6 @@ class WindowRows:
         packer = Packer.for_model(config, tokenizer, self.book.filler_id)
         self.packer = packer
         self.planner = WindowPlanner(packer, settings)
-        self.top_k = getattr(settings, "top_k", None)
         self._plans: dict[tuple[int, int], BlockPlan | None] = {}
         self._read: dict[tuple[int, int], list[Window]] = {}
         self._whole: dict[int, bool] = {}
@@ -125,17 +124,12 @@ class WindowRows:
         return self._plans[key]
 
     def read(self, index: int, block: int, plan: BlockPlan) -> list[Window]:
-        """The windows of `plan` that inference decides: all of them, or with `top_k` the k
-        that BM25 ranks highest for the block's question texts (`jobs.windows.rank`)."""
+        """The windows of `plan` that inference decides (`WindowPlanner.decided`)."""
         key = (index, block)
         if key not in self._read:
-            windows = plan.windows
-            if self.top_k is not None:
-                text = self.rows[index].text
-                query = " ".join(q.text for q in self._groups(self.rows[index])[block])
-                chosen = rank([text[w.start : w.end] for w in windows], query, self.top_k)
-                windows = [windows[i] for i in chosen]
-            self._read[key] = windows
+            row = self.rows[index]
+            questions = self._groups(row)[block]
+            self._read[key] = self.planner.decided(row.text, plan.windows, questions)
         return self._read[key]
 
     def window_gold(
