@@ -40,6 +40,11 @@ class SlotConstraint(Protocol):
     Optional attribute `independent` (True or False; absent reads as False): True when the
     slot's masks depend on its own commits only, never on another slot's (a slot tied to others
     by rules is not), which lets the sampler score several slots' positions together.
+
+    Optional method `grown()` (absent reads as never growing): called once the slot is complete;
+    returns a fresh constraint with more positions when the slot was laid out shorter than its
+    language's longest value and the committed value may have been cut by it, else None. The
+    sampler then decides the block again with the grown slot in place of this one.
     """
 
     @property

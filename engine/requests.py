@@ -41,6 +41,26 @@ class Block:
                 )
             cursor = slot.end
 
+    def regrown(self, grown: dict[int, SlotConstraint]) -> Block:
+        """This block with slot `i` holding constraint `grown[i]` (at least as long as the old
+        one): the extra positions go at the slot's end and every later token moves along."""
+        order = sorted(range(len(self.slots)), key=lambda i: self.slots[i].start)
+        tokens: list[int] = []
+        slots: list[Slot] = list(self.slots)
+        cursor = shift = 0
+        for i in order:
+            old = self.slots[i]
+            constraint = grown.get(i, old.constraint)
+            extra = constraint.length - old.constraint.length
+            if extra < 0:
+                raise ValueError(f"slot {i} cannot shrink from {old.constraint.length} positions")
+            tokens += list(self.tokens[cursor : old.end]) + [self.tokens[old.end - 1]] * extra
+            slots[i] = Slot(old.start + shift, constraint)
+            shift += extra
+            cursor = old.end
+        tokens += list(self.tokens[cursor:])
+        return Block(tokens, slots)
+
 
 @dataclass(frozen=True)
 class DecodeRequest:
@@ -69,6 +89,7 @@ class BlockStats:
     steps: int = 0  # denoising steps (forwards that committed tokens of this block)
     answer_tokens: int = 0  # slot positions in the block
     forced: bool = False  # the step cap was reached and the rest was committed greedily
+    regrown: int = 0  # times the block was decided again with grown slots (`RowState.regrow`)
     positions: int = 0  # window positions its forwards computed (all, or the queried ones)
 
 
@@ -76,6 +97,8 @@ class BlockStats:
 class DecodeResult:
     request: DecodeRequest
     blocks: list[list[int]] = field(default_factory=list)  # final tokens per block
+    # The blocks as decided: the request's own, or one laid out again with grown slots.
+    layouts: list[Block] = field(default_factory=list)
     slots: list[list[SlotResult]] = field(default_factory=list)  # per block, per slot
     stats: list[BlockStats] = field(default_factory=list)
     error: str | None = None  # why the document could not be decided (the other fields partial)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .requests import BlockStats, DecodeRequest, DecodeResult, Slot, SlotResult
+from .requests import Block, BlockStats, DecodeRequest, DecodeResult, Slot, SlotResult
 
 
 class RowState:
@@ -24,6 +24,7 @@ class RowState:
 
     def __init__(self, request: DecodeRequest, mask_id: int) -> None:
         self.request = request
+        self.blocks = list(request.blocks)  # as decided: a block with grown slots replaces its own
         self.result = DecodeResult(request=request)
         self.mask_id = mask_id
         self.seq: list[int] = list(request.prompt)
@@ -51,30 +52,75 @@ class RowState:
         return self.units[0]
 
     def slots(self) -> Sequence[Slot]:
-        return self.request.blocks[self.block].slots
+        return self.blocks[self.block].slots
 
     def start_block(self, block_size: int | None) -> bool:
         """Append the next block; False when every block is decided."""
         if self.block >= 0:
             self._finish_block()
         self.block += 1
-        if self.block >= len(self.request.blocks):
+        if self.block >= len(self.blocks):
             return False
-        block = self.request.blocks[self.block]
+        block = self.blocks[self.block]
         self.block_start = len(self.seq)
         self.seq.extend(block.tokens)
         self.block_end = len(self.seq)
-        self.masked = {}
-        self.slot_starts = []
-        for i, slot in enumerate(block.slots):
-            start = self.block_start + slot.start
-            self.slot_starts.append(start)
-            for offset in range(slot.constraint.length):
-                self.seq[start + offset] = self.mask_id
-                self.masked[start + offset] = (i, offset)
+        self._open(block, range(len(block.slots)), block_size)
         self.slot_logp = [0.0] * len(block.slots)
         self.slot_ranked = [()] * len(block.slots)
         self.result.stats.append(BlockStats(answer_tokens=len(self.masked)))
+        return True
+
+    def regrow(self, block_size: int | None, max_length: int) -> bool:
+        """Once every position of the current block is committed: when slots ask to grow
+        (their constraints' optional `grown()`, for a value that fills a slot laid out short),
+        lay the block out again with the grown slots, open only their positions (the other
+        slots keep their committed tokens, which the grown ones now see) and return True; the
+        row's prefix must then be rebuilt. False, changing nothing, when no slot grows or the
+        grown block would not fit the model's `max_length` positions (the values stand)."""
+        block = self.blocks[self.block]
+        grown = {}
+        for i, slot in enumerate(block.slots):
+            grow = getattr(slot.constraint, "grown", None)
+            new = grow() if grow is not None else None
+            if new is not None:
+                grown[i] = new
+        if not grown:
+            return False
+        bigger = block.regrown(grown)
+        total = len(self.request.prompt) + sum(len(b.tokens) for b in self.blocks)
+        if total + len(bigger.tokens) - len(block.tokens) > max_length:
+            return False
+        old = [
+            self.seq[s : s + slot.constraint.length]
+            for s, slot in zip(self.slot_starts, block.slots, strict=True)
+        ]
+        self.blocks[self.block] = bigger
+        del self.seq[self.block_start :]
+        self.seq.extend(bigger.tokens)
+        self.block_end = len(self.seq)
+        self._open(bigger, sorted(grown), block_size)
+        for i, slot in enumerate(bigger.slots):
+            if i not in grown:
+                start = self.slot_starts[i]
+                self.seq[start : start + slot.constraint.length] = old[i]
+            else:
+                self.slot_logp[i] = 0.0
+                self.slot_ranked[i] = ()
+        self.stats.answer_tokens = sum(s.constraint.length for s in bigger.slots)
+        self.stats.regrown += 1
+        self.window_seen = None
+        return True
+
+    def _open(self, block: Block, slots: Sequence[int], block_size: int | None) -> None:
+        """Mask the positions of `block`'s slots `slots` and lay out the units that decide them."""
+        self.masked = {}
+        self.slot_starts = [self.block_start + slot.start for slot in block.slots]
+        for i in slots:
+            start = self.slot_starts[i]
+            for offset in range(block.slots[i].constraint.length):
+                self.seq[start + offset] = self.mask_id
+                self.masked[start + offset] = (i, offset)
         if block_size is None:
             self.units = [(self.block_start, self.block_end)]
         else:  # the model blocks holding answer slots, each clipped to this block
@@ -83,11 +129,11 @@ class RowState:
                 (max(b * block_size, self.block_start), min((b + 1) * block_size, self.block_end))
                 for b in sorted(first)
             ]
-        return True
 
     def _finish_block(self) -> None:
-        block = self.request.blocks[self.block]
+        block = self.blocks[self.block]
         self.result.blocks.append(self.seq[self.block_start : self.block_end])
+        self.result.layouts.append(block)
         self.result.slots.append(
             [
                 SlotResult(

@@ -221,6 +221,8 @@ class Sampler:
         row.units.pop(0)
         if row.units:
             return "stay"
+        if row.regrow(self.block_size, self.max_length):
+            return "refill"  # the block laid out again: its prefix and window are rebuilt
         if not row.start_block(self.block_size):
             return "done"
         if self.block_size is None:

@@ -164,6 +164,7 @@ class DecisionEngine:
         """Decode with other settings from now on, keeping the compiled questions and their
         mask caches."""
         self.decoding = decoding
+        self.packer.grow_slots = decoding.grow_slots
         self.batch_size = batch_size or self.batch_size
         self.sampler = Sampler(
             self.loaded.model,
@@ -246,7 +247,7 @@ class DecisionEngine:
                     item.document,
                     todo,
                     seed=document_seed(self.decoding.seed, item.doc_id),
-                    constraints=qset.constraints(todo, prompt.parts),
+                    constraints=qset.constraints(todo, prompt.parts, first=self.packer.grow_slots),
                     prompt=prompt,
                 )
             except DocumentTooLong as exc:  # QuestionsDoNotFit too: windows ask block by block

@@ -212,7 +212,9 @@ class LongDocuments:
         constraints = None
         while any(q.extract for q in todo):
             try:
-                constraints = d.qset.constraints(todo, (text,), bind_rules=False)
+                constraints = d.qset.constraints(
+                    todo, (text,), bind_rules=False, first=self.packer.grow_slots
+                )
                 break
             except MissingSpan as exc:  # no span here: this window cannot answer it
                 d.missing.setdefault(exc.question_id, str(exc))
@@ -221,7 +223,8 @@ class LongDocuments:
             return
         blocks, _ = self.packer.blocks(todo, constraints)
         prompt = self.planner.prompt(text, todo, earlier)
-        over = len(prompt) + len(blocks[0].tokens) - self.packer.max_length
+        # Counted with every slot at its whole length: room for the slots that grow.
+        over = len(prompt) + self.packer.answer_length(todo) - self.packer.max_length
         if over > 0:  # re-tokenized longer than counted: split it in two and try again
             starts = d.starts[(d.starts >= window.start) & (d.starts < window.end)]
             half = max(1, (window.tokens - over) // 2)

@@ -93,6 +93,9 @@ class Packer:
         self.max_length = max_length
         self.instruction = instruction or DEFAULT_INSTRUCTION
         self.long_documents = long_documents
+        # Open-ended slots laid out short, grown when a value fills them (`Decoding.grow_slots`;
+        # `CompiledSlot.first_length`); off: every slot has its whole length, as in training.
+        self.grow_slots = False
         self._piece_cache: dict[str, list[int]] = {}
 
     @classmethod
@@ -141,7 +144,9 @@ class Packer:
         """The decision blocks and the questions of each. `constraints` (one per question, in
         question order; e.g. bound to cross-question rules) default to fresh ones per slot."""
         if constraints is None:
-            constraints = [q.slot.new_constraint(self.filler_id) for q in questions]
+            constraints = [
+                q.slot.new_constraint(self.filler_id, first=self.grow_slots) for q in questions
+            ]
         by_id = {q.id: c for q, c in zip(questions, constraints, strict=True)}
         groups = self.groups(questions)
         blocks = []
@@ -151,7 +156,7 @@ class Packer:
             for i, q in enumerate(group):
                 tokens += self._key_piece(q, b == 0 and i == 0)
                 constraint = by_id[q.id]
-                if constraint.length != q.slot.length:
+                if constraint.length not in (q.slot.length, q.slot.first_length):
                     raise AssertionError(f"the constraint of {q.id!r} changed its slot's length")
                 slots.append(Slot(len(tokens), constraint))
                 tokens += [self.mask_id] * constraint.length

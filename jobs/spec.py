@@ -125,6 +125,11 @@ class Decoding(Strict):
     # positions (`engine.sampler`; approximate); false: every step recomputes the whole block.
     in_block_cache: bool = True
     max_tokens_per_step: int | None = Field(None, ge=1)
+    # Open-ended slots (free strings, unbounded numbers) are laid out with a few positions and
+    # decided again with their whole length only when a value fills them (`engine.row_state`).
+    # Off by default: a model trained on whole slots only (the bundled one) answers free strings
+    # about a point worse in the short layout (docs/benchmarks.md); train with `--short-slots`.
+    grow_slots: bool = False
 
 
 class Dates(Strict):

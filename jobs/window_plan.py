@@ -78,8 +78,7 @@ class WindowPlanner:
 
     def answer_length(self, questions: Sequence[CompiledQuestion]) -> int:
         """Tokens of the answer block of `questions` asked alone."""
-        blocks, _ = self.packer.blocks(questions)
-        return len(blocks[0].tokens)
+        return self.packer.answer_length(questions)  # every slot at its whole length
 
     def earlier(
         self,

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 # `decide validate` must not load it (`decide.engine.constraints` is torch-free).
 
 DEFAULT_MAX_TOKENS = 32
+# An open-ended slot (not a finite set of options, longest value above this many tokens) is first
+# laid out this long, and given its whole length only when its value fills every position
+# (`SlotState.grown`): most free strings are a few tokens, and every position costs a forward.
+GROW_FROM = 8
 MAX_OPTIONS = 128
 _CACHE_ROWS = 16_384
 SLOT_CACHE_SIZE = 512
@@ -107,6 +111,12 @@ class CompiledSlot:
                     self.value_tokens.append(ids)
                     kept.append(text)
             self.values = kept
+        # The length a block lays the slot out with first (`new_constraint(first=True)`).
+        self.first_length = (
+            self.length
+            if self.values is not None or self.length <= GROW_FROM
+            else max(GROW_FROM, self.min_length)
+        )
 
     # DP primitives over product states (index n = DONE, the filler tail) ---------------------
 
@@ -186,16 +196,24 @@ class CompiledSlot:
     def finite(self) -> bool:
         return self.values is not None
 
-    def new_constraint(self, filler_id: int, length: int | None = None) -> SlotState:
+    def new_constraint(
+        self, filler_id: int, length: int | None = None, *, first: bool = False
+    ) -> SlotState:
         """A fresh `SlotConstraint` for one slot of one block. `length` (≥ the slot's own) lets a
-        narrower language fill the positions of a wider slot: the extra ones hold filler."""
+        narrower language fill the positions of a wider slot: the extra ones hold filler.
+        `first`: laid out with `first_length` positions, growing to the slot's own length when
+        its value fills them (`SlotState.grown`)."""
+        if first:
+            if length is not None:
+                raise ValueError("pass either a length or first=True")
+            length = self.first_length
         return SlotState(self, filler_id, length)
 
     def decode(self, tokens: Sequence[int], filler_id: int) -> Decoded:
         """Value spelled by a full slot (value tokens, then filler), re-checked by jsonschema."""
         ids = [int(t) for t in tokens]
-        if len(ids) < self.length:
-            raise ValueError(f"expected at least {self.length} tokens, got {len(ids)}")
+        if len(ids) < self.first_length:
+            raise ValueError(f"expected at least {self.first_length} tokens, got {len(ids)}")
         k = ids.index(filler_id) if filler_id in ids else len(ids)
         if any(t != filler_id for t in ids[k:]) or not self._accepts(ids[:k]):
             raise DecodeMismatch(f"tokens {ids} are not a value of {json.dumps(self.schema)}")
@@ -222,9 +240,9 @@ class SlotState:
         self.compiled = compiled
         self.filler = int(filler_id)
         self._length = compiled.length if length is None else int(length)
-        if self._length < compiled.length:
+        if self._length < compiled.first_length:
             raise ValueError(
-                f"slot length {self._length} is below the language's {compiled.length}"
+                f"slot length {self._length} is below the language's {compiled.first_length}"
             )
         self.width = max(bitmask_width(vocab.size), bitmask_width(filler_id + 1))
         length = self._length
@@ -321,6 +339,17 @@ class SlotState:
 
     def is_complete(self) -> bool:
         return bool((self.tokens >= 0).all())
+
+    def grown(self) -> SlotState | None:
+        """For a complete slot laid out shorter than the language's longest value: a fresh,
+        empty constraint of the slot's whole length when the value fills every position (it
+        may have been cut by the layout), else None. The sampler then decides the block again
+        with the longer slot (`decide.engine.row_state.RowState.regrow`)."""
+        if self._length >= self.compiled.length or not self.is_complete():
+            return None
+        if int(self.tokens[-1]) == self.filler:
+            return None
+        return SlotState(self.compiled, self.filler)
 
     def options(self) -> list[list[int]] | None:
         """One full token sequence (value spelling + filler) per admissible value, for finite

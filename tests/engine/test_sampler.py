@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from helpers.constraints import ListConstraint
+from helpers.constraints import GrowingConstraint, ListConstraint
 
 from decide.engine import commit, load_model
 from decide.engine.requests import Block, DecodeRequest, Slot
@@ -60,9 +60,9 @@ def _decode(model_dir, requests, **options):
 def _check_valid(results) -> None:
     for result in results.values():
         assert result.error is None, result.error
-        assert len(result.blocks) == len(result.request.blocks)
+        assert len(result.blocks) == len(result.request.blocks) == len(result.layouts)
         for block, tokens, slot_results in zip(
-            result.request.blocks, result.blocks, result.slots, strict=True
+            result.layouts, result.blocks, result.slots, strict=True
         ):
             for slot, slot_result in zip(block.slots, slot_results, strict=True):
                 assert tuple(slot_result.tokens) in slot.constraint.sequences
@@ -241,6 +241,88 @@ def test_parallel_commits_cut_forward_passes(tiny_checkpoint) -> None:
     assert sum(r.nfe for r in eager.values()) < sum(r.nfe for r in one.values())
     for result in one.values():  # at most one step per answer token (forced tokens ride along)
         assert result.nfe <= result.answer_tokens
+
+
+def _growing_requests(count: int, fills: bool) -> list[DecodeRequest]:
+    """Blocks with a plain slot, a slot laid out with 2 positions that grows to 5 (its short
+    values all fill it when `fills`, else none does) and a slot after it, over 2 blocks."""
+    rng = random.Random(31)
+    requests = []
+    for key in range(count):
+        blocks = []
+        for _ in range(2):
+            a, b, c, d = (rng.randrange(0, 50000) for _ in range(4))
+            short = [(a, b), (b, a)] if fills else [(a, FILLER), (b, FILLER)]
+            longer = [(a, b, c, FILLER, FILLER), (a, b, c, d, a), (b, a, FILLER, FILLER, FILLER)]
+            tokens = [rng.randrange(0, 50000) for _ in range(3)] + [0]
+            slots = [Slot(3, ListConstraint([(c,), (d,)]))]
+            tokens += [7, 0, 0, 8]
+            slots.append(Slot(5, GrowingConstraint(short, longer, FILLER)))
+            tokens += [9, 0, 0, 10]
+            slots.append(Slot(9, ListConstraint([(c, d), (d, FILLER)], finite=False)))
+            blocks.append(Block(tokens, slots))
+        prompt = [rng.randrange(0, 50000) for _ in range(rng.randint(3, 20))]
+        requests.append(DecodeRequest(prompt=prompt, blocks=blocks, key=key))
+    return requests
+
+
+@pytest.mark.parametrize("model_type", [*MODEL_TYPES, "qwen3_next", "llada2_moe"])
+def test_a_value_filling_its_short_slot_is_decided_again_grown(model_type, tiny_checkpoint) -> None:
+    """A value that fills a slot laid out short makes the block be laid out again with the slot
+    grown (later tokens moved along): the other slots keep their tokens, only the grown slot is
+    decided again, and the cached paths give what recomputing everything gives."""
+    extra = {"block_size": 8} if model_type == "qwen3_next" else {}
+    model_dir = tiny_checkpoint(model_type, init_std=0.2, **extra)
+    exact = _decode(model_dir, _growing_requests(4, fills=True), batch_size=3, cache=False)
+    _check_valid(exact)
+    for result in exact.values():
+        assert [s.regrown for s in result.stats] == [1, 1]
+        for request_block, layout, tokens in zip(
+            result.request.blocks, result.layouts, result.blocks, strict=True
+        ):
+            assert [s.start for s in layout.slots] == [3, 5, 12]
+            assert [s.constraint.length for s in layout.slots] == [1, 5, 2]
+            assert tokens[4:5] + tokens[10:12] + tokens[14:] == [7, 8, 9, 10]
+            assert layout.slots[1].constraint is not request_block.slots[1].constraint
+            assert layout.slots[0].constraint is request_block.slots[0].constraint
+        # the grown slot spends forwards of its own: one more prefill at least per block
+        assert all(s.nfe >= 2 for s in result.stats)
+    cached = _decode(model_dir, _growing_requests(4, fills=True), batch_size=3)
+    _check_valid(cached)
+    if model_type in ("sdar", "Fast_dLLM_Qwen", "qwen3_next"):  # block-causal: the cache is exact
+        for key in exact:
+            assert cached[key].blocks == exact[key].blocks
+    ended = _decode(model_dir, _growing_requests(4, fills=False), batch_size=3)
+    _check_valid(ended)
+    for result in ended.values():  # values that end inside their slot never grow it
+        assert [s.regrown for s in result.stats] == [0, 0]
+        assert [len(b) for b in result.blocks] == [12, 12]
+
+
+def test_a_slot_does_not_grow_past_the_model_positions(tiny_checkpoint) -> None:
+    request = _growing_requests(1, fills=True)[0]
+    blocks = request.blocks[:1]
+    fits = 4096 - len(blocks[0].tokens)  # the tiny sdar's positions, exactly full
+    request = DecodeRequest(prompt=[5] * fits, blocks=blocks, key=0)
+    result = _decode(tiny_checkpoint("sdar", init_std=0.2), [request])[0]
+    assert result.error is None
+    assert result.stats[0].regrown == 0  # the short values stand
+    assert [s.constraint.length for s in result.layouts[0].slots] == [1, 2, 2]
+
+
+def test_regrown_block_moves_later_tokens_along() -> None:
+    block = Block(
+        [1, 0, 2, 0, 0, 3, 0, 4],
+        [Slot(6, ListConstraint([(5,)])), Slot(1, ListConstraint([(6,)])),
+         Slot(3, ListConstraint([(7, 8)]))],
+    )  # fmt: skip
+    bigger = block.regrown({1: ListConstraint([(6, 6, 6)]), 2: ListConstraint([(7, 8, 9)])})
+    assert [s.start for s in bigger.slots] == [9, 1, 5]
+    assert [s.constraint.length for s in bigger.slots] == [1, 3, 3]
+    assert len(bigger.tokens) == 11
+    assert [bigger.tokens[i] for i in (0, 4, 8, 10)] == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="cannot shrink"):
+        bigger.regrown({1: ListConstraint([(6,)])})
 
 
 def test_infeasible_slot_fails_only_its_document(tiny_checkpoint) -> None:

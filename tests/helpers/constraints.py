@@ -53,3 +53,20 @@ class ListConstraint:
 
     def options(self) -> list[tuple[int, ...]] | None:
         return self._consistent() if self.finite else None
+
+
+class GrowingConstraint(ListConstraint):
+    """A `ListConstraint` laid out short that asks to grow (`grown()`) into `longer` when its
+    committed value fills every position (its last token is not `filler`)."""
+
+    def __init__(
+        self, sequences: Sequence[Sequence[int]], longer: Sequence[Sequence[int]], filler: int
+    ) -> None:
+        super().__init__(sequences, finite=False)
+        self.longer = longer
+        self.filler = filler
+
+    def grown(self) -> ListConstraint | None:
+        if not self.is_complete() or self.committed[self._length - 1] == self.filler:
+            return None
+        return ListConstraint(self.longer, finite=False)

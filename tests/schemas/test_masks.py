@@ -225,3 +225,37 @@ def test_infeasible_and_misuse_are_loud() -> None:
     state.f[-1] = np.zeros_like(state.f[-1])
     with pytest.raises(InfeasibleSlot):
         state.fill_bitmask(torch.zeros((state.length, 4), dtype=torch.int32))
+
+
+def test_open_ended_slots_start_short_and_grow_only_when_filled() -> None:
+    """A free string is laid out with `GROW_FROM` positions first; a value that ends inside
+    them stays, one that fills them asks for the slot's whole length. Finite and short slots
+    are laid out whole from the start."""
+    from decide.schemas.slot import GROW_FROM
+
+    free = compile_slot({"type": "string"}, VOCAB)
+    assert (free.first_length, free.length) == (GROW_FROM, 32)
+    short = free.new_constraint(FILLER, first=True)
+    assert short.length == GROW_FROM
+    a, quote = PIECES.index("a"), PIECES.index('"')
+    for p, t in enumerate([quote, a, quote] + [FILLER] * (GROW_FROM - 3)):
+        assert short.commit(p, t)
+    assert short.grown() is None  # it ended: nothing was cut
+    assert free.decode(short.tokens.tolist(), FILLER).value == "a"
+
+    full = free.new_constraint(FILLER, first=True)
+    spelled = [quote] + [a] * (GROW_FROM - 2) + [quote]
+    for p, t in enumerate(spelled):
+        assert full.commit(p, t)
+    bigger = full.grown()
+    assert bigger is not None and bigger.length == free.length
+    assert not (bigger.tokens >= 0).any()  # fresh: the sampler decides it again
+    assert bigger.grown() is None  # already whole
+    assert free.decode(full.tokens.tolist(), FILLER).value == "a" * (GROW_FROM - 2)
+    with pytest.raises(ValueError, match="below the language"):
+        free.new_constraint(FILLER, GROW_FROM - 1)
+
+    for schema in ({"enum": ["ab", "ba", "a"]}, {"type": "integer", "minimum": -2, "maximum": 12}):
+        slot = compile_slot(schema, VOCAB)
+        assert slot.first_length == slot.length <= GROW_FROM
+        assert slot.new_constraint(FILLER, first=True).length == slot.length
