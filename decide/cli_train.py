@@ -148,6 +148,14 @@ def _recipe_fraction(flag: str, text: str):
     "write (1 - w)*start + w*trained (default: the recipe's, 0.7 from the shipped weights, 1 "
     "from MiniLM; 1 writes the trained weights alone).",
 )
+@click.option(
+    "--short-slots",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    help="Chance that an open-ended slot whose gold value ends in its first positions is laid "
+    "out with those only, as decoding with grow_slots lays it out [default: 0, every slot whole, "
+    "as the bundled recipe; 0.5 for a model to be decoded with grow_slots].",
+)
 @click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
 @click.option("--progress/--no-progress", default=None)
 def train(
@@ -177,6 +185,7 @@ def train(
     start: str,
     handwritten_share: float | None,
     merge_weight: float | None,
+    short_slots: float,
     resume: bool,
     progress: bool | None,
 ) -> None:
@@ -207,6 +216,7 @@ def train(
             bf16=bf16,
             workers=workers,
             save_every=save_every,
+            short_slots=short_slots,
         )
         if recipe == "bundled":
             from decide.train.bundled import (

@@ -78,10 +78,16 @@ class ExampleBuilder:
         *,
         instruction: str | None = None,
         strict: bool = False,
+        short_slots: float = 0.0,
     ) -> None:
         # strict: a row whose questions the runner refuses raises instead of being skipped (our
         # own training data, where such a row is a bug: the bundled recipe)
         self.strict = strict
+        # The chance that an open-ended slot whose gold value ends inside its first positions
+        # is laid out with those only, as decoding with `grow_slots` lays it out (else whole).
+        if not 0.0 <= short_slots <= 1.0:
+            raise ValueError(f"short_slots must lie in [0, 1], got {short_slots}")
+        self.short_slots = short_slots
         self.book = QuestionBook(config, tokenizer)
         self.packer = Packer.for_model(
             config,
@@ -92,14 +98,20 @@ class ExampleBuilder:
         )
         self.stats = BuildStats()
 
-    def target(self, question: CompiledQuestion, value: Any) -> list[int] | None:
-        """Gold tokens of a slot (value then filler), or None when the slot cannot hold it."""
+    def target(
+        self, question: CompiledQuestion, value: Any, length: int | None = None
+    ) -> list[int] | None:
+        """Gold tokens of a slot of `length` positions (default: the slot's whole length; a
+        shorter one must keep a filler after the value, or decoding would grow it), value then
+        filler, or None when the slot cannot hold it."""
         slot, filler = question.slot, self.book.filler_id
+        length = slot.length if length is None else length
+        room = length if length >= slot.length else length - 1
         for kind, ids in self._spellings(question, value):
-            if ids is None or len(ids) > slot.length:
+            if ids is None or len(ids) > room:
                 continue
-            tokens = ids + [filler] * (slot.length - len(ids))
-            state = slot.new_constraint(filler)
+            tokens = ids + [filler] * (length - len(ids))
+            state = slot.new_constraint(filler, length)
             if all(state.commit(p, t) for p, t in enumerate(tokens)):
                 if kind == "lowered":
                     self.stats.lowered += 1
@@ -158,7 +170,21 @@ class ExampleBuilder:
         if any(q.id not in gold for q in compiled):
             self.stats.skip("gold answer missing")
             return None
-        doc = self.packer.pack(document, compiled)
+        # Slots laid out short, with their gold tokens (no draw at all when `short_slots` is 0,
+        # so recipes without it draw the same rows as before it existed).
+        short: dict[str, list[int]] = {}
+        for q in compiled:
+            first = q.slot.first_length
+            if self.short_slots and first < q.slot.length and rng.random() < self.short_slots:
+                tokens = self.target(q, gold[q.id], first)
+                if tokens is not None:
+                    short[q.id] = tokens
+        filler = self.book.filler_id
+        constraints = [
+            q.slot.new_constraint(filler, len(short[q.id]) if q.id in short else None)
+            for q in compiled
+        ]
+        doc = self.packer.pack(document, compiled, constraints=constraints)
         block_index = rng.randrange(len(doc.request.blocks))
         ids = list(doc.request.prompt)
         slots: list[int] = []
@@ -171,7 +197,9 @@ class ExampleBuilder:
             start = len(ids)
             ids.extend(block.tokens)
             for k, (slot, compiled_question) in enumerate(zip(block.slots, group, strict=True)):
-                tokens = self.target(compiled_question, gold[compiled_question.id])
+                tokens = short.get(compiled_question.id) or self.target(
+                    compiled_question, gold[compiled_question.id]
+                )
                 if tokens is None:
                     self.stats.skip(f"unspellable gold for {compiled_question.id}")
                     return None

@@ -77,6 +77,10 @@ class TrainConfig:
     # a row whose questions the runner refuses stops the run (`SpecError`) instead of being
     # skipped and counted in `rows_skipped` (`ExampleBuilder.strict`; the bundled recipe)
     strict_questions: bool = False
+    # chance that an open-ended slot whose gold ends in its first positions is laid out short,
+    # as decoding with `grow_slots` lays it out (`ExampleBuilder.short_slots`); 0: every slot
+    # whole, as every run before 2026-12-05 (and no random draw for it)
+    short_slots: float = 0.0
 
 
 def bf16_is_fast(device: str) -> bool:
@@ -349,7 +353,12 @@ def train(
     if hasattr(model, "dropout"):
         model.dropout = config.dropout
     autocast = torch.device(config.device).type
-    builder = ExampleBuilder(loaded.config, loaded.tokenizer, strict=config.strict_questions)
+    builder = ExampleBuilder(
+        loaded.config,
+        loaded.tokenizer,
+        strict=config.strict_questions,
+        short_slots=config.short_slots,
+    )
     pad_id = builder.book.filler_id
     decay, no_decay = [], []
     for name, p in model.named_parameters():

@@ -104,6 +104,41 @@ def test_gold_strings_an_uncased_vocabulary_cannot_spell_are_taught_as_it_reads_
     assert example is not None and not builder.stats.skipped
 
 
+def test_short_slots_lay_short_values_out_as_grown_decoding_does() -> None:
+    """With `short_slots` 1, an open-ended slot whose gold value ends inside its first positions
+    is laid out with those only (the value, then at least one filler), as `grow_slots` decoding
+    lays it out; a value that would fill them keeps the whole slot (decoding grows such a slot);
+    with 0 every slot has its whole length."""
+    from decide.jobs.spec import Question
+
+    loaded = load_model(PACKAGE_MODEL)
+    question = {"id": "name", "text": "Whose?", "schema": {"type": "string"}}
+    compiled = ExampleBuilder(loaded.config, loaded.tokenizer).book.compile(
+        Question.model_validate(question)
+    )
+    first, whole = compiled.slot.first_length, compiled.slot.length
+    assert first < whole
+    for share, gold, length in (
+        (1.0, "ann", first),
+        (1.0, " ".join(["ann"] * 8), whole),
+        (0.0, "ann", whole),
+    ):
+        builder = ExampleBuilder(loaded.config, loaded.tokenizer, short_slots=share)
+        filler = builder.book.filler_id
+        example = builder.build("Ann wrote.", [question], {"name": gold}, random.Random(0))
+        assert example is not None
+        assert len(example.slots) == length
+        assert example.slots == list(range(example.slots[0], example.slots[0] + length))
+        values = [example.ids[p] for p in example.slots]
+        text = compiled.slot.vocab.detokenize([t for t in values if t != filler])
+        assert json.loads(text) == gold
+        assert values[-1] == filler or length == whole
+        tail = example.ids[example.slots[-1] + 1 :]
+        assert loaded.tokenizer.decode(tail).startswith("}")  # the skeleton follows the slot
+    with pytest.raises(ValueError, match="short_slots"):
+        ExampleBuilder(loaded.config, loaded.tokenizer, short_slots=1.5)
+
+
 def test_loss_masks_answer_slots_only(base) -> None:
     loaded = load_model(base)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
