@@ -23,9 +23,11 @@ is compared with the faster (on a CPU with bf16 matrix units a one-token step is
 Both decoders batch `--batch-sizes` documents (the autoregressive one statically: a batch runs
 until its longest answer is done, finished rows leave the cache). decide runs twice: recomputing
 the whole block at every step, and with its in-block cache (steps recompute only the open and
-newly committed positions; the objects that differ from the first run are counted);
-`--max-steps N ...` adds runs with the in-block cache and `decoding.max_steps` N (at most N
-forwards per block, then the rest committed greedily from the last one). The floor is
+newly committed positions; the objects that differ from the first run are counted), and with
+`decoding.grow_slots` as well (open-ended slots laid out with 8 positions, grown when a value
+fills them); `--max-steps N ...` adds runs with the in-block cache and `decoding.max_steps` N (at
+most N forwards per block, then the rest committed greedily from the last one), with and without
+`grow_slots`. The floor and the objects the loop writes are those of the default layout. The floor is
 one batched forward per document over its prompt and every block's skeleton: what reading the
 document once costs either decoder. Per document: forward passes it took part in, and wall time
 per document (batch wall time / documents).
@@ -236,11 +238,16 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
     list(eng.decide(items[:2]))  # warm-up (untimed)
     for batch in args.batch_sizes:
         timings: dict[str, tuple[float, dict]] = {}
-        variants = [("decide, whole block every step", False, None),
-                    ("decide, in-block cache", True, None)]  # fmt: skip
-        variants += [(f"decide, in-block cache, max_steps {n}", True, n) for n in args.max_steps]
-        for variant, in_block, max_steps in variants:
-            common.set_decoding(eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps)
+        variants = [("decide, whole block every step", False, None, False),
+                    ("decide, in-block cache", True, None, False),
+                    ("decide, in-block cache, grow_slots", True, None, True)]  # fmt: skip
+        for n in args.max_steps:
+            variants += [(f"decide, in-block cache, max_steps {n}", True, n, False),
+                         (f"decide, in-block cache, max_steps {n}, grow_slots", True, n, True)]  # fmt: skip
+        for variant, in_block, max_steps, grow in variants:
+            common.set_decoding(
+                eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps, grow_slots=grow
+            )
             started = time.perf_counter()
             decided = {d.doc_id: d for d in eng.decide(items)}
             timings[variant] = (time.perf_counter() - started, decided)
