@@ -219,10 +219,12 @@ class JobSpec(Strict):
             if self.cel_rules == []
             else [r.model_dump() for r in self.cel_rules],
             "instruction": self.instruction,
-            "decoding": self.decoding.model_dump(),
+            "decoding": self.decoding.model_dump(exclude={"grow_slots"}),
             "input": self.input.model_dump(),
             "long_documents": self.long_documents,
         }
+        if self.decoding.grow_slots:  # specs without it keep the fingerprint they had
+            payload["grow_slots"] = True
         if self.partial_rows != "keep":  # specs without it keep the fingerprint they had
             payload["partial_rows"] = self.partial_rows
         if self.dates != Dates():
