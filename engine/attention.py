@@ -35,6 +35,14 @@ class AttentionPlan:
     positions: torch.Tensor  # [B, Lw] absolute positions of the window
     span: int  # keys to read from the cache: max(prefix_lens) + Lw
     mask: torch.Tensor | None  # [B, 1, Lw, span] bool (True = attend), None on the fast path
+    # The positions the model encodes (BERT's position embedding, RoPE) when they differ from
+    # `positions`, which index the cache: a slot laid out short keeps the tokens after it at
+    # the positions of its whole layout (`Sampler`, `RowState.position_shifts`).
+    encoded: torch.Tensor | None = None
+
+    @property
+    def encoded_positions(self) -> torch.Tensor:
+        return self.positions if self.encoded is None else self.encoded
 
 
 def plan_attention(

@@ -75,7 +75,7 @@ class BertLM(WindowedModel):
     ) -> torch.Tensor:
         # Padding lanes of a row that ends at the last position lie past the position table;
         # nothing attends to them, so any in-range position does.
-        positions = plan.positions.clamp(max=self.positions.num_embeddings - 1)
+        positions = plan.encoded_positions.clamp(max=self.positions.num_embeddings - 1)
         x = self.embed(input_ids) + self.positions(positions) + self.token_types.weight[0]
         x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
         for i, layer in enumerate(self.layers):

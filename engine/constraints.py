@@ -45,6 +45,11 @@ class SlotConstraint(Protocol):
     returns a fresh constraint with more positions when the slot was laid out shorter than its
     language's longest value and the committed value may have been cut by it, else None. The
     sampler then decides the block again with the grown slot in place of this one.
+
+    Optional attribute `encoded_length` (absent reads as `length`): the positions the slot stands
+    for. When it exceeds `length` (a slot laid out short), the tokens after the slot are encoded
+    at the positions they would have after `encoded_length` positions (the cache still holds
+    them densely), so a model sees the layout it was trained on, minus the filler.
     """
 
     @property

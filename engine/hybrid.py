@@ -212,13 +212,16 @@ class HybridLM(LinearHead, WindowedModel):
         cache: HybridCache | None = None,
         window_lens: torch.Tensor | None = None,
         commit: torch.Tensor | int | None = None,
+        position_shift: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`WindowedModel.forward`; the GDN layers need the commit counts before they run."""
         if cache is not None and input_ids.dim() == 2:
             b = input_ids.shape[0]
             counts = torch.as_tensor(0 if commit is None else commit, dtype=torch.long)
             cache.begin(counts.to(input_ids.device).expand(b).clone())
-        return super().forward(input_ids, cache, window_lens, commit)  # type: ignore[arg-type]
+        return super().forward(  # type: ignore[arg-type]
+            input_ids, cache, window_lens, commit, position_shift
+        )
 
     def _trunk(
         self,
@@ -228,7 +231,7 @@ class HybridLM(LinearHead, WindowedModel):
     ) -> torch.Tensor:
         c = self.config
         x = self.embed(input_ids)  # [B, Lw, H]
-        cos, sin = rope_cos_sin(plan.positions, self.spec.rotary_dim, c.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(plan.encoded_positions, self.spec.rotary_dim, c.rope_theta, x.dtype)
         counts = None if cache is None else cache.pending_counts
         for i, layer in enumerate(self.layers):
             slot = self.slots[i]

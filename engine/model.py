@@ -13,6 +13,8 @@ materialise `[B, L, V]`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -206,15 +208,20 @@ class WindowedModel(nn.Module):
         cache: KVCache | None = None,
         window_lens: torch.Tensor | None = None,
         commit: torch.Tensor | int | None = None,
+        position_shift: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
         `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
         row or one int, default 0) makes that many leading window tokens part of the prefix.
-        Without a cache the window is each row's whole sequence (training, exact recompute)."""
+        Without a cache the window is each row's whole sequence (training, exact recompute).
+        `position_shift` `[B, Lw]` (default none) is added to the positions the model encodes,
+        not to those that index the cache (`AttentionPlan.encoded`)."""
         c = self.config
         window_lens, counts, prefix = self._check(input_ids, cache, window_lens, commit)
         block = c.block_size if c.attention == "block_causal" else None
         plan = plan_attention(prefix, window_lens, input_ids.shape[1], block)
+        if position_shift is not None:
+            plan = replace(plan, encoded=plan.positions + position_shift.to(plan.positions))
         if cache is not None:
             cache.reserve(plan.span)
         return self._align(self._trunk(input_ids, plan, cache), cache, counts)
@@ -226,6 +233,7 @@ class WindowedModel(nn.Module):
         window_lens: torch.Tensor,
         queries: list[list[int]],
         commit: torch.Tensor | int | None = None,
+        position_shift: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`forward`, recomputing only the window offsets `queries[b]` of each row: their keys
         and values are rewritten in the cache, and every other window position's are read from
@@ -250,6 +258,9 @@ class WindowedModel(nn.Module):
         )  # padding repeats a real query: it writes the same keys, its output is not read
         block = c.block_size if c.attention == "block_causal" else None
         plan = plan_queries(prefix, window_lens, lw, offsets, block)
+        if position_shift is not None:
+            shift = position_shift.to(offsets).gather(1, offsets)
+            plan = replace(plan, encoded=plan.positions + shift)
         cache.reserve(plan.span)
         hidden = self._trunk(input_ids.gather(1, offsets), plan, cache)  # [B, Q, H]
         return self._align(place_rows(hidden, offsets, lw), cache, counts)
@@ -305,7 +316,7 @@ class DiffusionLM(LinearHead, WindowedModel):
     ) -> torch.Tensor:
         c = self.config
         x = self.embed(input_ids)  # [B, Lw, H]
-        cos, sin = rope_cos_sin(plan.positions, self.rotary_dim, c.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(plan.encoded_positions, self.rotary_dim, c.rope_theta, x.dtype)
         for i, layer in enumerate(self.layers):
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
             x = x + layer.mlp(layer.mlp_norm(x))

@@ -145,6 +145,24 @@ class RowState:
             ]
         )
 
+    def position_shifts(self, start: int, end: int) -> list[int] | None:
+        """Per position of `[start, end)`: how many positions the slots laid out short before it
+        left out (their constraints' optional `encoded_length` beyond `length`), so the model
+        encodes it where the whole layout would have it; None when nothing is left out."""
+        gaps: list[tuple[int, int]] = []  # (first position after a short slot, positions left out)
+        begin = len(self.request.prompt)
+        for b in range(self.block + 1):
+            block = self.blocks[b]
+            for slot in block.slots:
+                c = slot.constraint
+                extra = getattr(c, "encoded_length", c.length) - c.length
+                if extra > 0:
+                    gaps.append((begin + slot.end, extra))
+            begin += len(block.tokens)
+        if not gaps or gaps[0][0] >= end:
+            return None
+        return [sum(n for at, n in gaps if at <= p) for p in range(start, end)]
+
     def changed_in_window(self) -> list[int]:
         """Offsets in `window_seen` of the tokens committed since the forward that wrote it."""
         start, end = self.window_seen or (0, 0)

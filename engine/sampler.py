@@ -283,11 +283,31 @@ class Sampler:
                 return
             assert ahead == rows[: len(ahead)], "rows must come longest prefix first"
             ids = torch.tensor([r.seq[r.cached : r.cached + chunk] for r in ahead])
-            self.model(ids.to(self.model.device), cache.view(len(ahead)), commit=chunk)
+            shift = self._shifts(ahead, [(r.cached, r.cached + chunk) for r in ahead], chunk)
+            self.model(
+                ids.to(self.model.device), cache.view(len(ahead)), commit=chunk,
+                position_shift=shift,
+            )  # fmt: skip
             for row in ahead:
                 row.cached += chunk
                 row.stats.nfe += 1
                 row.stats.positions += chunk
+
+    def _shifts(
+        self, rows: list[RowState], spans: list[tuple[int, int]], width: int
+    ) -> torch.Tensor | None:
+        """`position_shift` `[B, width]` of a forward over `spans` (`RowState.position_shifts`),
+        or None when no row has a slot laid out short before its span's end."""
+        per_row = [
+            row.position_shifts(start, end) for row, (start, end) in zip(rows, spans, strict=True)
+        ]
+        if all(s is None for s in per_row):
+            return None
+        out = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, s in enumerate(per_row):
+            if s is not None:
+                out[i, : len(s)] = torch.tensor(s)
+        return out.to(self.model.device)
 
     def _step(self, rows: list[RowState], cache: KVCache | None, prefill: bool) -> None:
         windows = [self._window(r, prefill) for r in rows]
@@ -298,13 +318,18 @@ class Sampler:
         lens = torch.tensor([end - start for start, end, _ in windows])
         commits = torch.tensor([c for _, _, c in windows])
         device = self.model.device
+        shift = self._shifts(rows, [(start, end) for start, end, _ in windows], width)
         computed = [end - start for start, end, _ in windows]
         if self.partial and not prefill and cache is not None:
             queries = [self._queries(row, w) for row, w in zip(rows, windows, strict=True)]
             computed = [len(q) for q in queries]
-            hidden = self.model.forward_queries(ids.to(device), cache, lens, queries, commits)
+            hidden = self.model.forward_queries(
+                ids.to(device), cache, lens, queries, commits, position_shift=shift
+            )
         else:
-            hidden = self.model(ids.to(device), cache, window_lens=lens, commit=commits)
+            hidden = self.model(
+                ids.to(device), cache, window_lens=lens, commit=commits, position_shift=shift
+            )
         for row, (_, end, commit), n in zip(rows, windows, computed, strict=True):
             row.cached = (0 if prefill and self.block_size is None else row.cached) + commit
             row.stats.nfe += 1

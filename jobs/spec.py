@@ -127,8 +127,8 @@ class Decoding(Strict):
     max_tokens_per_step: int | None = Field(None, ge=1)
     # Open-ended slots (free strings, unbounded numbers) are laid out with a few positions and
     # decided again with their whole length only when a value fills them (`engine.row_state`).
-    # Off by default: a model trained on whole slots only (the bundled one) answers free strings
-    # about a point worse in the short layout (docs/benchmarks.md); train with `--short-slots`.
+    # The tokens after a short slot keep their whole-layout positions. Off by default: turning it
+    # on changes answers, so old specs' fingerprints (resume, calibration); docs/jobs.md.
     grow_slots: bool = False
 
 

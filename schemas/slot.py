@@ -272,6 +272,12 @@ class SlotState:
     def length(self) -> int:
         return self._length
 
+    @property
+    def encoded_length(self) -> int:
+        """The positions the model is shown the slot taking: a slot laid out short stands for
+        its whole length, so the tokens after it keep their trained positions (docs/engine.md)."""
+        return max(self._length, self.compiled.length)
+
     def feasible(self) -> bool:
         return bool(self.f[self._length][self.compiled._acc].any() or self.f[-1][-1])
 

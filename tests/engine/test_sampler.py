@@ -299,6 +299,34 @@ def test_a_value_filling_its_short_slot_is_decided_again_grown(model_type, tiny_
         assert [len(b) for b in result.blocks] == [12, 12]
 
 
+@pytest.mark.parametrize("model_type", ["llada", "sdar"])
+def test_tokens_after_a_short_slot_keep_their_whole_layout_positions(
+    model_type, tiny_checkpoint, monkeypatch
+) -> None:
+    """The model encodes every token after a slot laid out short (2 positions standing for 5)
+    3 positions further on than the cache holds it; tokens before it where they are."""
+    loaded = load_model(tiny_checkpoint(model_type, init_std=0.2))
+    seen = []
+    trunk = type(loaded.model)._trunk
+
+    def spy(self, input_ids, plan, cache):
+        seen.append((plan.positions.clone(), plan.encoded_positions.clone()))
+        return trunk(self, input_ids, plan, cache)
+
+    monkeypatch.setattr(type(loaded.model), "_trunk", spy)
+    request = _growing_requests(1, fills=False)[0]
+    prompt = len(request.prompt)
+    result = next(iter(Sampler(loaded.model, SamplerConfig()).decode([request])))
+    assert result.error is None and [s.regrown for s in result.stats] == [0, 0]
+    ends = [prompt + 7, prompt + 12 + 7]  # the short slots' ends (tokens 5, 6 of each block)
+    shifted = 0
+    for positions, encoded in seen:  # every forward, prefill, steps and queries alike
+        expected = sum(3 * (positions >= end).long() for end in ends)
+        assert torch.equal(encoded - positions, expected)
+        shifted += int((expected > 0).sum())
+    assert shifted > 0
+
+
 def test_a_slot_does_not_grow_past_the_model_positions(tiny_checkpoint) -> None:
     request = _growing_requests(1, fills=True)[0]
     blocks = request.blocks[:1]

@@ -57,7 +57,8 @@ class ListConstraint:
 
 class GrowingConstraint(ListConstraint):
     """A `ListConstraint` laid out short that asks to grow (`grown()`) into `longer` when its
-    committed value fills every position (its last token is not `filler`)."""
+    committed value fills every position (its last token is not `filler`); it stands for the
+    positions of `longer` (`encoded_length`)."""
 
     def __init__(
         self, sequences: Sequence[Sequence[int]], longer: Sequence[Sequence[int]], filler: int
@@ -65,6 +66,7 @@ class GrowingConstraint(ListConstraint):
         super().__init__(sequences, finite=False)
         self.longer = longer
         self.filler = filler
+        self.encoded_length = len(longer[0])
 
     def grown(self) -> ListConstraint | None:
         if not self.is_complete() or self.committed[self._length - 1] == self.filler:
