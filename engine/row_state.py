@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import accumulate
 
 import torch
 
@@ -161,7 +162,11 @@ class RowState:
             begin += len(block.tokens)
         if not gaps or gaps[0][0] >= end:
             return None
-        return [sum(n for at, n in gaps if at <= p) for p in range(start, end)]
+        steps = [0] * (end - start)  # what each position adds to the one before it
+        for at, n in gaps:
+            if at < end:
+                steps[max(at - start, 0)] += n
+        return list(accumulate(steps))
 
     def changed_in_window(self) -> list[int]:
         """Offsets in `window_seen` of the tokens committed since the forward that wrote it."""
