@@ -24,6 +24,7 @@ import json
 import random
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from decide.engine.config import ModelConfig
@@ -47,6 +48,9 @@ class Example:
     finite: list[bool] = field(default_factory=list)
     # per slot position: its question's loss weight (`build`'s `weights`; 1.0 when not given)
     scale: list[float] = field(default_factory=list)
+    # per position of `ids`: what to add to the position the model encodes (the positions
+    # slots laid out short before it left out, as decoding encodes them); empty: none
+    shifts: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -192,6 +196,9 @@ class ExampleBuilder:
         question: list[int] = []
         finite: list[bool] = []
         scale: list[float] = []
+        steps = [0] * (
+            len(ids) + sum(len(doc.request.blocks[b].tokens) for b in range(block_index + 1))
+        )
         for b in range(block_index + 1):
             block, group = doc.request.blocks[b], doc.groups[b]
             start = len(ids)
@@ -204,6 +211,10 @@ class ExampleBuilder:
                     self.stats.skip(f"unspellable gold for {compiled_question.id}")
                     return None
                 ids[start + slot.start : start + slot.end] = tokens
+                if compiled_question.id in short:  # decoding encodes what follows further on
+                    steps[start + slot.end] += (
+                        compiled_question.slot.length - slot.constraint.length
+                    )
                 if b == block_index and compiled_question.id not in given:
                     slots.extend(range(start + slot.start, start + slot.end))
                     is_value.extend(t != self.book.filler_id for t in tokens)
@@ -214,4 +225,5 @@ class ExampleBuilder:
         if not slots:
             self.stats.skip("every answer given")
             return None
-        return Example(ids, slots, is_value, question, finite, scale)
+        shifts = list(accumulate(steps)) if any(steps) else []
+        return Example(ids, slots, is_value, question, finite, scale, shifts)

@@ -197,7 +197,13 @@ def batch_loss(
     r, c = torch.tensor(rows), torch.tensor(cols)
     ids[r, c] = mask_id
     device = next(model.parameters()).device
-    hidden = model(ids.to(device), None, window_lens=lens.to(device))  # [B, L, H]
+    extra = {}  # short slots (`ExampleBuilder.short_slots`): positions encoded as decoding does
+    if any(e.shifts for e in examples):
+        shift = torch.zeros((len(examples), length), dtype=torch.long)
+        for i, e in enumerate(examples):
+            shift[i, : len(e.shifts)] = torch.tensor(e.shifts, dtype=torch.long)
+        extra["position_shift"] = shift.to(device)
+    hidden = model(ids.to(device), None, window_lens=lens.to(device), **extra)  # [B, L, H]
     logits = model.logits(hidden[r.to(device), c.to(device)]).float()  # [M, V]
     ce = F.cross_entropy(logits, torch.tensor(targets, device=device), reduction="none")
     return (ce * torch.tensor(weights, device=device)).sum() / len(examples)

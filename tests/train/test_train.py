@@ -135,6 +135,20 @@ def test_short_slots_lay_short_values_out_as_grown_decoding_does() -> None:
         assert values[-1] == filler or length == whole
         tail = example.ids[example.slots[-1] + 1 :]
         assert loaded.tokenizer.decode(tail).startswith("}")  # the skeleton follows the slot
+        # what follows a short slot is encoded where the whole layout puts it, as decoding does
+        end = example.slots[-1] + 1
+        if length == first:
+            assert len(example.shifts) == len(example.ids)
+            assert set(example.shifts[:end]) == {0} and set(example.shifts[end:]) == {whole - first}
+        else:
+            assert example.shifts == []
+        if example.shifts:  # they reach the forward (`position_shift`): same masks, other loss
+            losses = [
+                batch_loss(loaded.model, [e], loaded.config.mask_token_id, filler,
+                           torch.Generator().manual_seed(0), 0.25).item()
+                for e in (example, replace(example, shifts=[]))
+            ]  # fmt: skip
+            assert losses[0] != losses[1]
     with pytest.raises(ValueError, match="short_slots"):
         ExampleBuilder(loaded.config, loaded.tokenizer, short_slots=1.5)
 
