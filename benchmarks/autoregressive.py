@@ -27,10 +27,10 @@ newly committed positions; the objects that differ from the first run are counte
 `decoding.grow_slots` as well (open-ended slots laid out with 8 positions, grown when a value
 fills them); `--max-steps N ...` adds runs with the in-block cache and `decoding.max_steps` N (at
 most N forwards per block, then the rest committed greedily from the last one), with and without
-`grow_slots`. The floor and the objects the loop writes are those of the default layout. The floor is
-one batched forward per document over its prompt and every block's skeleton: what reading the
-document once costs either decoder. Per document: forward passes it took part in, and wall time
-per document (batch wall time / documents).
+`grow_slots`. The floor and the objects the loop writes are those of the default layout. The
+floor is one batched forward per document over its prompt and every block's skeleton: what
+reading the document once costs either decoder. Per document: forward passes it took part in,
+and wall time per document (batch wall time / documents).
 
     python benchmarks/autoregressive.py
     python benchmarks/autoregressive.py --docs 4 --batch-sizes 4 --models llada
@@ -242,8 +242,8 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
                     ("decide, in-block cache", True, None, False),
                     ("decide, in-block cache, grow_slots", True, None, True)]  # fmt: skip
         for n in args.max_steps:
-            variants += [(f"decide, in-block cache, max_steps {n}", True, n, False),
-                         (f"decide, in-block cache, max_steps {n}, grow_slots", True, n, True)]  # fmt: skip
+            label = f"decide, in-block cache, max_steps {n}"
+            variants += [(label, True, n, False), (f"{label}, grow_slots", True, n, True)]
         for variant, in_block, max_steps, grow in variants:
             common.set_decoding(
                 eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps, grow_slots=grow
