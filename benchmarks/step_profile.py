@@ -3,7 +3,8 @@
 `--head-limit 0` scores every position through the full-vocabulary head (the path before the
 restricted head); the default limit takes the restricted head where a mask allows few tokens.
 `--in-block 0 1` runs without and with the in-block cache (`decoding.in_block_cache`);
-`--max-steps 0 2` without and with a cap of 2 steps per block (`decoding.max_steps`).
+`--max-steps 0 2` without and with a cap of 2 steps per block (`decoding.max_steps`);
+`--grow-slots 0 1` without and with open-ended slots laid out short (`decoding.grow_slots`).
 Wraps the sampler's parts with CPU-time timers (one run per batch size, same documents, after a
 warm-up): the trunk forward (`_trunk`: embeddings + layers over the window), the output head over
 the full vocabulary (`logits`), the head restricted to candidate tokens (`token_logits`), the
@@ -100,6 +101,8 @@ def main() -> None:
                         help="decoding.in_block_cache off (0) and/or on (1)")  # fmt: skip
     parser.add_argument("--max-steps", type=int, nargs="*", default=[0],
                         help="decoding.max_steps per run (0: no cap, the default)")  # fmt: skip
+    parser.add_argument("--grow-slots", type=int, nargs="*", default=[0],
+                        help="decoding.grow_slots off (0) and/or on (1)")  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,15 +121,20 @@ def main() -> None:
     print(f"Machine: {common.describe_machine(args.threads)}; {args.docs} documents × 8 questions")
     rows = []
     runs = [
-        (b, h, q, m)
+        (b, h, q, m, g)
         for b in args.batch_sizes
         for h in args.head_limit
         for q in args.in_block
         for m in args.max_steps
+        for g in args.grow_slots
     ]
-    for batch, limit, in_block, max_steps in runs:
+    for batch, limit, in_block, max_steps, grow in runs:
         common.set_decoding(
-            eng, batch_size=batch, in_block_cache=bool(in_block), max_steps=max_steps or None
+            eng,
+            batch_size=batch,
+            in_block_cache=bool(in_block),
+            max_steps=max_steps or None,
+            grow_slots=bool(grow),
         )
         eng.sampler.config = dataclasses.replace(eng.sampler.config, head_limit=limit)
         TIMES.clear()
@@ -147,15 +155,24 @@ def main() -> None:
         for name, ms in parts.items():
             share_ms = f"{100 * ms / (1000 * total / len(docs)):.0f}%"
             if ms:
-                rows.append([batch, limit, in_block, cap, name, f"{ms:.1f}", share_ms])
-        rows.append([batch, limit, in_block, cap, "**total**", f"{1000 * total / len(docs):.1f}",
+                rows.append([batch, limit, in_block, cap, grow, name, f"{ms:.1f}", share_ms])
+        rows.append([batch, limit, in_block, cap, grow, "**total**", f"{1000 * total / len(docs):.1f}",
                      f"nfe {nfe:.1f}"])  # fmt: skip
         rows.append(
-            [batch, limit, in_block, cap, "padding (window positions)", "", f"{100 * share:.0f}%"]
+            [
+                batch,
+                limit,
+                in_block,
+                cap,
+                grow,
+                "padding (window positions)",
+                "",
+                f"{100 * share:.0f}%",
+            ]
         )
-    header = ["batch", "head_limit", "in_block_cache", "max_steps", "part", "CPU ms / document",
+    header = ["batch", "head_limit", "in_block_cache", "max_steps", "grow_slots", "part", "CPU ms / document",
               "share"]  # fmt: skip
-    print(common.table(header, rows, "rrrrlrr"))
+    print(common.table(header, rows, "rrrrrlrr"))
 
 
 if __name__ == "__main__":

@@ -39,10 +39,38 @@ class AttentionPlan:
     # `positions`, which index the cache: a slot laid out short keeps the tokens after it at
     # the positions of its whole layout (`Sampler`, `RowState.position_shifts`).
     encoded: torch.Tensor | None = None
+    # A forward of some positions per row whose rows have unequal counts (`forward_queries`)
+    # runs *packed*: the tokens are one sequence `[1, N]` of the real queries, so position-wise
+    # work (embeddings, projections, MLP, norms) does no padding; only attention and the cache
+    # see the padded `[B, Q]` layout of `positions`. `packed` `[N]`: each real query's flat index
+    # in that layout; `spread` `[B·Q]`: each padded entry's index in the packed sequence
+    # (padding repeats a real query of its row). None: tokens are laid out as `positions`.
+    packed: torch.Tensor | None = None
+    spread: torch.Tensor | None = None
 
     @property
     def encoded_positions(self) -> torch.Tensor:
         return self.positions if self.encoded is None else self.encoded
+
+    @property
+    def token_positions(self) -> torch.Tensor:
+        """`encoded_positions` in the layout of the tokens (`[1, N]` when packed)."""
+        return self.to_packed(self.encoded_positions)
+
+    def to_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Token-layout `x` `[1, N, ...]` in the padded layout `[B, Q, ...]` (identity unless
+        packed)."""
+        if self.spread is None:
+            return x
+        b, q = self.positions.shape
+        return x[0].index_select(0, self.spread).view(b, q, *x.shape[2:])
+
+    def to_packed(self, x: torch.Tensor) -> torch.Tensor:
+        """Padded-layout `x` `[B, Q, ...]` in the token layout `[1, N, ...]` (identity unless
+        packed)."""
+        if self.packed is None:
+            return x
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.packed)[None]
 
 
 def plan_attention(

@@ -37,14 +37,17 @@ class BertLayer(nn.Module):
     def forward(
         self, x: torch.Tensor, cache: KVCache | None, layer: int, plan: AttentionPlan
     ) -> torch.Tensor:
-        b, lw, h = x.shape
-        q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.key(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.value(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+        # `x` is in the token layout (packed or not), attention in the padded one (`plan`).
+        b, lw = plan.positions.shape
+        h = x.shape[-1]
+        q, k, v = (
+            plan.to_rows(proj(x)).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+            for proj in (self.query, self.key, self.value)
+        )
         keys, values = (
             (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
         )
-        attn = attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h)
+        attn = plan.to_packed(attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h))
         p = self._owner[0].dropout if self.training else 0.0
         x = self.attn_norm(x + F.dropout(self.attn_out(attn), p, self.training))
         return self.output_norm(
@@ -75,7 +78,7 @@ class BertLM(WindowedModel):
     ) -> torch.Tensor:
         # Padding lanes of a row that ends at the last position lie past the position table;
         # nothing attends to them, so any in-range position does.
-        positions = plan.encoded_positions.clamp(max=self.positions.num_embeddings - 1)
+        positions = plan.token_positions.clamp(max=self.positions.num_embeddings - 1)
         x = self.embed(input_ids) + self.positions(positions) + self.token_types.weight[0]
         x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
         for i, layer in enumerate(self.layers):

@@ -49,18 +49,19 @@ class SelfAttention(nn.Module):
 
     def forward(
         self,
-        x: torch.Tensor,  # [B, Lw, H]
+        x: torch.Tensor,  # [B, Lw, H], or [1, N, H] when the plan packs queries
         cos: torch.Tensor,  # [B, Lw, rotary_dim]
         sin: torch.Tensor,
         cache: KVCache | None,
         layer: int,
         plan: AttentionPlan,
     ) -> torch.Tensor:
-        b, lw, _ = x.shape
+        # `x` is in the token layout (packed or not), attention in the padded one (`plan`).
+        b, lw = plan.positions.shape
         if self.qkv_proj is not None:
-            q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+            q, k, v = plan.to_rows(self.qkv_proj(x)).split(self.sizes, dim=-1)
         else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            q, k, v = (plan.to_rows(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
         q = q.reshape(b, lw, self.num_heads, self.head_dim)
         k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
         v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
@@ -73,7 +74,7 @@ class SelfAttention(nn.Module):
             (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
         )
         out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
-        return self.o_proj(out.transpose(1, 2).reshape(b, lw, -1))
+        return self.o_proj(plan.to_packed(out.transpose(1, 2).reshape(b, lw, -1)))
 
 
 class DecoderLayer(nn.Module):
@@ -261,9 +262,28 @@ class WindowedModel(nn.Module):
         if position_shift is not None:
             shift = position_shift.to(offsets).gather(1, offsets)
             plan = replace(plan, encoded=plan.positions + shift)
+        ids = input_ids.gather(1, offsets)
+        if sum(len(q) for q in rows) < len(rows) * width:  # unequal counts: run packed
+            plan = replace(plan, **packing(rows, width, offsets.device))
+            ids = plan.to_packed(ids)
         cache.reserve(plan.span)
-        hidden = self._trunk(input_ids.gather(1, offsets), plan, cache)  # [B, Q, H]
+        hidden = plan.to_rows(self._trunk(ids, plan, cache))  # [B, Q, H]
         return self._align(place_rows(hidden, offsets, lw), cache, counts)
+
+
+def packing(rows: list[list[int]], width: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """`AttentionPlan.packed` and `.spread` for rows of `len(rows[b])` real queries each, padded
+    to `width` by repeating their first."""
+    packed, spread = [], []
+    for b, q in enumerate(rows):
+        first = len(packed)
+        packed += range(b * width, b * width + len(q))
+        spread += range(first, first + len(q))
+        spread += [first] * (width - len(q))
+    return {
+        "packed": torch.tensor(packed, dtype=torch.long, device=device),
+        "spread": torch.tensor(spread, dtype=torch.long, device=device),
+    }
 
 
 class LinearHead:

@@ -1,8 +1,8 @@
 """Recomputing only some positions of a window (`forward_queries`, the sampler's in-block
 cache): exact where nothing it reads is stale. Recomputing every position equals `forward`, even
 over keys left by a forward of other tokens; recomputing a subset of a window whose tokens have
-not changed since its last forward equals `forward` at those positions; for every family that
-allows it (not the hybrid, whose Gated DeltaNet layers carry a state along the window)."""
+not changed since its last forward equals `forward` at those positions, also when rows recompute
+different numbers of positions (run packed); for every family that allows it (not the hybrid, whose Gated DeltaNet layers carry a state along the window)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,35 @@ def test_a_subset_of_an_unchanged_window_equals_forward(model_type, tiny_checkpo
         cache = _cache(model, prompt)
         reference = model(window, cache, window_lens=lens)
         got = model.forward_queries(window, cache, lens, queries)
+    shift = 1 if model.config.logits_shift else 0
+    for row, offsets in enumerate(queries):
+        aligned = [o + shift for o in offsets if o + shift < window.shape[1]]
+        torch.testing.assert_close(got[row, aligned], reference[row, aligned], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_rows_of_unequal_query_counts_run_packed_and_equal_forward(
+    model_type, tiny_checkpoint
+) -> None:
+    """Rows recomputing different numbers of positions share one packed sequence of just their
+    queries (no padding through projections and MLP), with the same states as `forward`."""
+    model, prompt, window, _ = _setup(tiny_checkpoint, model_type)
+    lens = torch.full((2,), window.shape[1])
+    width = window.shape[1]
+    queries = [list(range(width - 1)), [width // 2]]
+    seen = []
+    trunk = model._trunk
+
+    def spy(ids, plan, cache):
+        seen.append(tuple(ids.shape))
+        return trunk(ids, plan, cache)
+
+    with torch.inference_mode():
+        cache = _cache(model, prompt)
+        reference = model(window, cache, window_lens=lens)
+        model._trunk = spy
+        got = model.forward_queries(window, cache, lens, queries)
+    assert seen == [(1, width)]  # not 2 × (width - 1)
     shift = 1 if model.config.logits_shift else 0
     for row, offsets in enumerate(queries):
         aligned = [o + shift for o in offsets if o + shift < window.shape[1]]
