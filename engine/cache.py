@@ -61,8 +61,9 @@ class KVCache:
         new_cap = max(needed, 2 * self.capacity)
         for buffers in (self.k, self.v):
             for i, old in enumerate(buffers):
-                grown = old.new_zeros(*old.shape[:2], new_cap, old.shape[3])
+                grown = old.new_empty(*old.shape[:2], new_cap, old.shape[3])
                 grown[:, :, : old.shape[2]] = old
+                grown[:, :, old.shape[2] :].zero_()  # zeros, as the buffers start (see above)
                 buffers[i] = grown
 
     def write(

@@ -46,6 +46,9 @@ class SlotConstraint(Protocol):
     language's longest value and the committed value may have been cut by it, else None. The
     sampler then decides the block again with the grown slot in place of this one.
 
+    Optional attribute `filler` (absent: none): the filler token id. The sampler's in-block
+    cache does not recompute the keys and values of a position committed to it (`Sampler`).
+
     Optional attribute `encoded_length` (absent reads as `length`): the positions the slot stands
     for. When it exceeds `length` (a slot laid out short), the tokens after the slot are encoded
     at the positions they would have after `encoded_length` positions (the cache still holds

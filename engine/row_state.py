@@ -168,11 +168,25 @@ class RowState:
                 steps[max(at - start, 0)] += n
         return list(accumulate(steps))
 
-    def changed_in_window(self) -> list[int]:
-        """Offsets in `window_seen` of the tokens committed since the forward that wrote it."""
+    def changed_in_window(self, filler: bool = True) -> list[int]:
+        """Offsets in `window_seen` of the tokens committed since the forward that wrote it;
+        `filler=False` leaves out positions of a current slot committed to its constraint's
+        optional `filler` token."""
         start, end = self.window_seen or (0, 0)
         now = self.seq[start:end]
-        return [k for k, (a, b) in enumerate(zip(now, self.window_tokens, strict=True)) if a != b]
+        changed = [k for k, (a, b) in enumerate(zip(now, self.window_tokens, strict=True)) if a != b]
+        if filler or not changed:
+            return changed
+        tails = set()
+        for first, slot in zip(self.slot_starts, self.slots(), strict=True):
+            fill = getattr(slot.constraint, "filler", None)
+            if fill is not None:
+                tails.update(
+                    p - start
+                    for p in range(first, first + slot.constraint.length)
+                    if self.seq[p] == fill
+                )
+        return [k for k in changed if k not in tails]
 
     def unit_masked(self) -> list[int]:
         """The open positions of the current unit, in order."""
