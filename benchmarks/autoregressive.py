@@ -21,16 +21,17 @@ valid answers. WordPiece tokens (the bundled model) are given outlines-core as t
 The autoregressive loop runs in the model's dtype and, when that is not fp32, in fp32 as well; decide
 is compared with the faster (on a CPU with bf16 matrix units a one-token step is slower in bf16).
 Both decoders batch `--batch-sizes` documents (the autoregressive one statically: a batch runs
-until its longest answer is done, finished rows leave the cache). decide runs twice: recomputing
-the whole block at every step, and with its in-block cache (steps recompute only the open and
-newly committed positions; the objects that differ from the first run are counted), and with
-`decoding.grow_slots` as well (open-ended slots laid out with 8 positions, grown when a value
-fills them); `--max-steps N ...` adds runs with the in-block cache and `decoding.max_steps` N (at
-most N forwards per block, then the rest committed greedily from the last one), with and without
-`grow_slots`. The floor and the objects the loop writes are those of the default layout. The
-floor is one batched forward per document over its prompt and every block's skeleton: what
-reading the document once costs either decoder. Per document: forward passes it took part in,
-and wall time per document (batch wall time / documents).
+until its longest answer is done, finished rows leave the cache). decide runs at its defaults
+(the in-block cache: steps recompute only the open positions and those committed to a value's
+token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them),
+with every slot whole (`grow_slots: false`, the default before 2026-12-05), and recomputing the
+whole block at every step (the objects that differ from that run are counted); `--max-steps N
+...` adds runs at the defaults with `decoding.max_steps` N (at most N forwards per block, then
+the rest committed greedily from the last one). The floor and the objects the loop writes are
+those of the defaults. The floor is one batched forward per document over its prompt and every
+block's skeleton in the default layout: what reading the document once costs either decoder.
+Per document: forward passes it took part in, and wall time per document (batch wall time /
+documents).
 
     python benchmarks/autoregressive.py
     python benchmarks/autoregressive.py --docs 4 --batch-sizes 4 --models llada
@@ -59,6 +60,7 @@ from decide.jobs.decisions import DecisionEngine, Item
 from decide.kernels import masked_confidence
 from decide.schemas import Vocabulary
 
+DEFAULTS = "decide, defaults (in-block cache, grow_slots)"
 STRING = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 META = set(r"\.^$|?*+()[]{}")
 
@@ -238,12 +240,10 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
     list(eng.decide(items[:2]))  # warm-up (untimed)
     for batch in args.batch_sizes:
         timings: dict[str, tuple[float, dict]] = {}
-        variants = [("decide, whole block every step", False, None, False),
-                    ("decide, in-block cache", True, None, False),
-                    ("decide, in-block cache, grow_slots", True, None, True)]  # fmt: skip
-        for n in args.max_steps:
-            label = f"decide, in-block cache, max_steps {n}"
-            variants += [(label, True, n, False), (f"{label}, grow_slots", True, n, True)]
+        variants = [("decide, whole block every step", False, None, True),
+                    ("decide, whole slots (grow_slots false)", True, None, False),
+                    (DEFAULTS, True, None, True)]  # fmt: skip
+        variants += [(f"decide, max_steps {n}", True, n, True) for n in args.max_steps]
         for variant, in_block, max_steps, grow in variants:
             common.set_decoding(
                 eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps, grow_slots=grow
@@ -252,7 +252,7 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
             decided = {d.doc_id: d for d in eng.decide(items)}
             timings[variant] = (time.perf_counter() - started, decided)
         # the autoregressive loop writes the objects decide writes at its defaults
-        decisions = timings["decide, in-block cache"][1]
+        decisions = timings[DEFAULTS][1]
         good = [i for i in range(len(docs)) if decisions[i].ok]
         order = sorted(good, key=lambda i: len(prompts[i]))
         targets = {i: loaded.tokenizer.encode(decisions[i].answers_json or "") for i in good}

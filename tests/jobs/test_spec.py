@@ -36,9 +36,11 @@ def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> No
     assert parse_spec({**top, "windows": {"top_k": 3, "questions": 2}}).fingerprint() != (
         "dd1281bc6ad3c80f"
     )
-    grow = {"questions": [QUESTION], "decoding": {"grow_slots": False}}
-    assert parse_spec(grow).fingerprint() == "f79ed64016266f6e"  # before `grow_slots` existed
-    grow["decoding"]["grow_slots"] = True  # it changes answers
+    # `grow_slots` (default true since it exists as a default): a spec without it keeps its
+    # fingerprint; turning it off changes answers, so the fingerprint.
+    grow = {"questions": [QUESTION], "decoding": {"grow_slots": True}}
+    assert parse_spec(grow).fingerprint() == "f79ed64016266f6e"
+    grow["decoding"]["grow_slots"] = False
     assert parse_spec(grow).fingerprint() != "f79ed64016266f6e"
 
 
