@@ -174,7 +174,8 @@ class RowState:
         optional `filler` token."""
         start, end = self.window_seen or (0, 0)
         now = self.seq[start:end]
-        changed = [k for k, (a, b) in enumerate(zip(now, self.window_tokens, strict=True)) if a != b]
+        pairs = enumerate(zip(now, self.window_tokens, strict=True))
+        changed = [k for k, (a, b) in pairs if a != b]
         if filler or not changed:
             return changed
         tails = set()
