@@ -47,6 +47,9 @@ class AttentionPlan:
     # (padding repeats a real query of its row). None: tokens are laid out as `positions`.
     packed: torch.Tensor | None = None
     spread: torch.Tensor | None = None
+    # Packed on the CPU: (queries, keys) of each row, so attention runs row by row over just its
+    # queries and valid keys (no padding, no mask) instead of one padded, masked call.
+    ragged: tuple[tuple[int, int], ...] | None = None
 
     @property
     def encoded_positions(self) -> torch.Tensor:
@@ -117,7 +120,25 @@ def plan_queries(
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
     """Attention of window queries `[B, Hq, Lw, D]` over keys/values `[B, Hkv, span, D]`."""
     if plan.mask is None:
+        if plan.ragged is not None:
+            return _attend_rows(q, k, v, plan.ragged)
         return block_attention(q, k, v, plan.prefix_lens, plan.window_lens)
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=plan.mask, enable_gqa=q.shape[1] != k.shape[1]
     )
+
+
+def _attend_rows(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ragged: tuple[tuple[int, int], ...]
+) -> torch.Tensor:
+    """`attend` one row at a time over its first `queries` queries and `keys` keys (a packed
+    plan on the CPU); the padded queries are left as zeros, nothing reads them."""
+    out = q.new_zeros(q.shape)
+    gqa = q.shape[1] != k.shape[1]
+    for b, (queries, keys) in enumerate(ragged):
+        if keys:
+            out[b, :, :queries] = F.scaled_dot_product_attention(
+                q[b : b + 1, :, :queries], k[b : b + 1, :, :keys], v[b : b + 1, :, :keys],
+                enable_gqa=gqa,
+            )[0]  # fmt: skip
+    return out

@@ -265,6 +265,9 @@ class WindowedModel(nn.Module):
         ids = input_ids.gather(1, offsets)
         if sum(len(q) for q in rows) < len(rows) * width:  # unequal counts: run packed
             plan = replace(plan, **packing(rows, width, offsets.device))
+            if plan.mask is None and offsets.device.type == "cpu":  # attention row by row
+                keys = (plan.prefix_lens + plan.window_lens).tolist()
+                plan = replace(plan, ragged=tuple(zip(map(len, rows), keys, strict=True)))
             ids = plan.to_packed(ids)
         cache.reserve(plan.span)
         hidden = plan.to_rows(self._trunk(ids, plan, cache))  # [B, Q, H]
