@@ -46,8 +46,9 @@ class SlotConstraint(Protocol):
     language's longest value and the committed value may have been cut by it, else None. The
     sampler then decides the block again with the grown slot in place of this one.
 
-    Optional attribute `filler` (absent: none): the filler token id. The sampler's in-block
-    cache does not recompute the keys and values of a position committed to it (`Sampler`).
+    Optional attribute `stale_filler` (absent or None: none): the filler token id, where the
+    slot's tail may keep the keys and values it had as masks: the sampler's in-block cache does
+    not recompute a position committed to it (`Sampler`).
 
     Optional attribute `encoded_length` (absent reads as `length`): the positions the slot stands
     for. When it exceeds `length` (a slot laid out short), the tokens after the slot are encoded

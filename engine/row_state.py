@@ -171,7 +171,7 @@ class RowState:
     def changed_in_window(self, filler: bool = True) -> list[int]:
         """Offsets in `window_seen` of the tokens committed since the forward that wrote it;
         `filler=False` leaves out positions of a current slot committed to its constraint's
-        optional `filler` token."""
+        optional `stale_filler` token."""
         start, end = self.window_seen or (0, 0)
         now = self.seq[start:end]
         pairs = enumerate(zip(now, self.window_tokens, strict=True))
@@ -180,7 +180,7 @@ class RowState:
             return changed
         tails = set()
         for first, slot in zip(self.slot_starts, self.slots(), strict=True):
-            fill = getattr(slot.constraint, "filler", None)
+            fill = getattr(slot.constraint, "stale_filler", None)
             if fill is not None:
                 tails.update(
                     p - start

@@ -63,7 +63,7 @@ class SamplerConfig:
     # (`scoring.py`; exact); 0: every position through the full-vocabulary head.
     head_limit: int = RESTRICTED_LIMIT
     # After a window's first forward, a step recomputes only the positions still open and those
-    # committed since the last forward to a value's token (`DiffusionLM.forward_queries`), reading
+    # committed since the last forward but open-ended tails (`DiffusionLM.forward_queries`), reading
     # every other position's keys/values from that forward: approximate; False runs the whole
     # window.
     queries: bool = True
@@ -236,8 +236,7 @@ class Sampler:
         """The window offsets a step recomputes for `row`: its whole window, unless the cache
         holds the keys/values of this very window from the row's last forward and the step
         commits nothing; then the offsets whose tokens were committed since (but not to a slot's
-        filler: a value's tail keeps the keys and values of its masks, which saves a third of the
-        positions steps recompute on the bundled model at a measured cost of at most 0.9 points,
+        `stale_filler`: an open-ended value's tail keeps the keys and values of its masks,
         docs/benchmarks.md), those whose states predict its open positions (one earlier for
         families with shifted logits), and the skeleton token on either side of each slot still
         open."""

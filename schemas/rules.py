@@ -334,7 +334,6 @@ class RuledSlot:
         self.state, self.qid = state, qid
         self._length = state.states[qid][0].length
         self.tokens: dict[int, int] = {}
-        self.filler = state.states[qid][0].filler
 
     @property
     def length(self) -> int:

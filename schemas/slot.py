@@ -278,6 +278,14 @@ class SlotState:
         its whole length, so the tokens after it keep their trained positions (docs/engine.md)."""
         return max(self._length, self.compiled.length)
 
+    @property
+    def stale_filler(self) -> int | None:
+        """The filler, for an open-ended slot: its tail carries nothing the other answers need,
+        so the in-block cache leaves it as it was masked. None for a finite slot, whose short
+        option's tail tells the other slots the option ended (refreshing it is worth a point of
+        MAMS sentiment, docs/benchmarks.md)."""
+        return None if self.compiled.finite else self.filler
+
     def feasible(self) -> bool:
         return bool(self.f[self._length][self.compiled._acc].any() or self.f[-1][-1])
 

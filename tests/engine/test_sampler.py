@@ -131,9 +131,9 @@ def test_in_block_queries_compute_fewer_positions(model_type, tiny_checkpoint) -
 
 
 class FillerConstraint(ListConstraint):
-    """A `ListConstraint` that names its filler token (`SlotConstraint.filler`)."""
+    """A `ListConstraint` whose tail may stay stale (`SlotConstraint.stale_filler`)."""
 
-    filler = FILLER
+    stale_filler = FILLER
 
 
 def _with_filler(requests: list[DecodeRequest]) -> list[DecodeRequest]:

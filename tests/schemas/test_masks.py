@@ -227,6 +227,15 @@ def test_infeasible_and_misuse_are_loud() -> None:
         state.fill_bitmask(torch.zeros((state.length, 4), dtype=torch.int32))
 
 
+def test_only_open_ended_slots_let_their_filler_tail_stay_stale() -> None:
+    """`stale_filler`: the in-block cache may skip recomputing an open-ended value's filler tail,
+    never a finite slot's (its short option's tail tells the other answers it ended)."""
+    free = compile_slot({"type": "string"}, VOCAB).new_constraint(FILLER)
+    assert free.stale_filler == FILLER
+    for schema in ({"enum": ["ab", "ba", "a"]}, {"type": "boolean"}):
+        assert compile_slot(schema, VOCAB).new_constraint(FILLER).stale_filler is None
+
+
 def test_open_ended_slots_start_short_and_grow_only_when_filled() -> None:
     """A free string is laid out with `GROW_FROM` positions first; a value that ends inside
     them stays, one that fills them asks for the slot's whole length. Finite and short slots
