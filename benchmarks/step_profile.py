@@ -152,26 +152,15 @@ def main() -> None:
         parts["outside the sampler's steps (packing, parsing)"] = 1000 * total / len(docs) - step
         cap = max_steps or "none"
         share = PADDING["padded"] / max(PADDING["positions"], 1)
+        run = [batch, limit, in_block, cap, grow]
         for name, ms in parts.items():
             share_ms = f"{100 * ms / (1000 * total / len(docs)):.0f}%"
             if ms:
-                rows.append([batch, limit, in_block, cap, grow, name, f"{ms:.1f}", share_ms])
-        rows.append([batch, limit, in_block, cap, grow, "**total**", f"{1000 * total / len(docs):.1f}",
-                     f"nfe {nfe:.1f}"])  # fmt: skip
-        rows.append(
-            [
-                batch,
-                limit,
-                in_block,
-                cap,
-                grow,
-                "padding (window positions)",
-                "",
-                f"{100 * share:.0f}%",
-            ]
-        )
-    header = ["batch", "head_limit", "in_block_cache", "max_steps", "grow_slots", "part", "CPU ms / document",
-              "share"]  # fmt: skip
+                rows.append([*run, name, f"{ms:.1f}", share_ms])
+        rows.append([*run, "**total**", f"{1000 * total / len(docs):.1f}", f"nfe {nfe:.1f}"])
+        rows.append([*run, "padding (window positions)", "", f"{100 * share:.0f}%"])
+    header = ["batch", "head_limit", "in_block_cache", "max_steps", "grow_slots", "part",
+              "CPU ms / document", "share"]  # fmt: skip
     print(common.table(header, rows, "rrrrrlrr"))
 
 

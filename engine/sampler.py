@@ -63,9 +63,9 @@ class SamplerConfig:
     # (`scoring.py`; exact); 0: every position through the full-vocabulary head.
     head_limit: int = RESTRICTED_LIMIT
     # After a window's first forward, a step recomputes only the positions still open and those
-    # committed since the last forward but open-ended tails (`DiffusionLM.forward_queries`), reading
-    # every other position's keys/values from that forward: approximate; False runs the whole
-    # window.
+    # committed since the last forward, open-ended filler tails excepted (`_queries`,
+    # `DiffusionLM.forward_queries`), reading every other position's keys/values from that
+    # forward: approximate; False runs the whole window.
     queries: bool = True
 
     def __post_init__(self) -> None:

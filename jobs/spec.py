@@ -128,7 +128,7 @@ class Decoding(Strict):
     # Open-ended slots (free strings, unbounded numbers) are laid out with a few positions and
     # decided again with their whole length only when a value fills them (`engine.row_state`).
     # The tokens after a short slot keep their whole-layout positions. On by default since
-    # 2026-12-05 (accuracy within 1 point, 1.5× faster at batch 16; docs/benchmarks.md); false:
+    # 2026-12-05 (accuracy within 0.5 points, 1.3× faster at batch 16; docs/benchmarks.md); false:
     # every slot whole, as before. docs/jobs.md.
     grow_slots: bool = True
 

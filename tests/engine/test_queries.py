@@ -2,7 +2,8 @@
 cache): exact where nothing it reads is stale. Recomputing every position equals `forward`, even
 over keys left by a forward of other tokens; recomputing a subset of a window whose tokens have
 not changed since its last forward equals `forward` at those positions, also when rows recompute
-different numbers of positions (run packed); for every family that allows it (not the hybrid, whose Gated DeltaNet layers carry a state along the window)."""
+different numbers of positions (run packed); for every family that allows it (not the hybrid,
+whose Gated DeltaNet layers carry a state along the window)."""
 
 from __future__ import annotations
 
