@@ -23,12 +23,13 @@ is compared with the faster (on a CPU with bf16 matrix units a one-token step is
 Both decoders batch `--batch-sizes` documents (the autoregressive one statically: a batch runs
 until its longest answer is done, finished rows leave the cache). decide runs at its defaults
 (the in-block cache: steps recompute only the open positions and those committed to a value's
-token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them),
-with every slot whole (`grow_slots: false`, the default before 2026-12-05), and recomputing the
-whole block at every step (the objects that differ from that run are counted); `--max-steps N
-...` adds runs at the defaults with `decoding.max_steps` N (at most N forwards per block, then
-the rest committed greedily from the last one). The floor and the objects the loop writes are
-those of the defaults. The floor is one batched forward per document over its prompt and every
+token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them;
+`max_steps: 4`: at most 4 steps per block, then the rest committed greedily from the last
+forward's logits), and with one default changed at a time: every slot whole (`grow_slots:
+false`, the default before 2026-12-05), no step cap (`max_steps: null`, the default before
+2026-12-06), recomputing the whole block at every step (each run's objects are compared with
+that run's); `--max-steps N ...` adds runs at the defaults with `decoding.max_steps` N. The floor
+and the objects the loop writes are those of the defaults. The floor is one batched forward per document over its prompt and every
 block's skeleton in the default layout: what reading the document once costs either decoder.
 Per document: forward passes it took part in, and wall time per document (batch wall time /
 documents).
@@ -57,10 +58,11 @@ from decide.engine.constraints import bitmask_width
 from decide.engine.loader import LoadedModel, build_model
 from decide.engine.model import WindowedModel
 from decide.jobs.decisions import DecisionEngine, Item
+from decide.jobs.spec import DEFAULT_MAX_STEPS
 from decide.kernels import masked_confidence
 from decide.schemas import Vocabulary
 
-DEFAULTS = "decide, defaults (in-block cache, grow_slots)"
+DEFAULTS = "decide, defaults (in-block cache, grow_slots, max_steps 4)"
 STRING = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 META = set(r"\.^$|?*+()[]{}")
 
@@ -240,9 +242,11 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
     list(eng.decide(items[:2]))  # warm-up (untimed)
     for batch in args.batch_sizes:
         timings: dict[str, tuple[float, dict]] = {}
-        variants = [("decide, whole block every step", False, None, True),
-                    ("decide, whole slots (grow_slots false)", True, None, False),
-                    (DEFAULTS, True, None, True)]  # fmt: skip
+        cap = DEFAULT_MAX_STEPS
+        variants = [("decide, whole block every step", False, cap, True),
+                    ("decide, whole slots (grow_slots false)", True, cap, False),
+                    ("decide, no step cap (max_steps null)", True, None, True),
+                    (DEFAULTS, True, cap, True)]  # fmt: skip
         variants += [(f"decide, max_steps {n}", True, n, True) for n in args.max_steps]
         for variant, in_block, max_steps, grow in variants:
             common.set_decoding(

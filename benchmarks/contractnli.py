@@ -157,6 +157,10 @@ def main() -> None:
         "--per-hypothesis", action="store_true",
         help="also a table of each hypothesis's accuracy against its majority label",
     )  # fmt: skip
+    parser.add_argument(
+        "--decoding", nargs="*", default=[], metavar="KEY=VALUE",
+        help="decoding settings over the spec's (e.g. max_steps=4), as a job's YAML writes them",
+    )  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -178,7 +182,9 @@ def main() -> None:
         windows["confident"] = args.confident
     if args.window_questions is not None:
         windows["questions"] = args.window_questions
-    spec = parse_spec({**data.spec(split), "windows": windows}, "contractnli")
+    base_spec = data.spec(split)
+    decoding = {**base_spec.get("decoding", {}), **common.decoding_settings(args.decoding)}
+    spec = parse_spec({**base_spec, "windows": windows, "decoding": decoding}, "contractnli")
     if args.docs is not None:
         docs = docs[: args.docs]
     gold = {d.doc_id: d for d in docs}
@@ -191,7 +197,8 @@ def main() -> None:
         decisions, model = decide(docs, spec, args)
         seconds = time.perf_counter() - started
         how = (f"top_k={args.top_k}, confident={spec.windows.confident}, "
-               f"{spec.windows.questions} hypotheses per window, batch size {args.batch_size}")  # fmt: skip
+               f"{spec.windows.questions} hypotheses per window, batch size {args.batch_size}, "
+               f"decoding {spec.decoding.model_dump(exclude_defaults=True)}")  # fmt: skip
     ok = [d for d in decisions if d.ok]
     failed = Counter(d.kind or "?" for d in decisions if not d.ok)
     pairs, base, held, held_found, found = [], [], 0, 0, 0

@@ -7,8 +7,9 @@ Every document asks 8 questions (one block), drawn from the test split of
 token per step (`max_tokens_per_step=1`: every step commits the single most confident position, and
 finite slots are decided position by position too). Answer tokens are slot positions (value tokens
 and the filler after them, everything the sampler has to decide); a forward pass is one the
-document took part in. All settings share one engine (compiled questions and mask caches warm) and
-run on the same documents in the same process.
+document took part in. The thresholds run without a step cap; the last row is the defaults
+(threshold 0.9, at most 4 steps per block). All settings share one engine (compiled questions
+and mask caches warm) and run on the same documents in the same process.
 
     python benchmarks/parallelism.py                  # 100 documents
     python benchmarks/parallelism.py --docs 20 --thresholds 0.9
@@ -21,6 +22,7 @@ import argparse
 import common
 
 from decide.engine import load_model
+from decide.jobs.spec import DEFAULT_MAX_STEPS
 from decide.train.evaluate import SyntheticReport, evaluate_synthetic
 
 
@@ -59,7 +61,9 @@ def main() -> None:
     eng = common.engine(loaded, args.batch_size)
     evaluate_synthetic(eng, docs[:4])  # warm-up: compiles the questions, fills mask caches
     settings = [("one token per step", {"max_tokens_per_step": 1})]
-    settings += [(f"threshold {t}", {"threshold": t}) for t in args.thresholds]
+    # The thresholds alone (no step cap), then the defaults (threshold 0.9, at most 4 steps).
+    settings += [(f"threshold {t}", {"threshold": t, "max_steps": None}) for t in args.thresholds]
+    settings += [(f"defaults (threshold 0.9, max_steps {DEFAULT_MAX_STEPS})", {})]
     rows, baseline = [], None
     for label, decoding in settings:
         common.set_decoding(eng, **decoding)

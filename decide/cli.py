@@ -130,7 +130,11 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
 )
 @click.option("--resume", is_flag=True, help="Continue a job in OUTPUT, skipping committed rows.")
 @click.option("--threshold", type=float, help="Commit confidence threshold (default 0.9).")
-@click.option("--max-steps", type=int, help="Denoising step cap per block.")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=0),
+    help="Denoising steps per block before the rest is filled greedily (default 4; 0: no cap).",
+)
 @click.option("--seed", type=int, help="Seed for sampling at temperature > 0.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Documents per batch.")
 @click.option(
@@ -213,6 +217,8 @@ def run(
         changes = {}
         decoding = {"threshold": threshold, "max_steps": max_steps, "seed": seed}
         decoding = {k: v for k, v in decoding.items() if v is not None}
+        if max_steps == 0:
+            decoding["max_steps"] = None  # no cap
         if decoding:
             changes["decoding"] = spec.decoding.model_dump() | decoding
         if truncate:

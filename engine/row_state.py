@@ -32,6 +32,9 @@ class RowState:
         self.block = -1
         self.block_start = self.block_end = len(self.seq)
         self.units: list[tuple[int, int]] = []
+        # Steps taken on the current unit: the step cap (`SamplerConfig.max_steps`) counts these,
+        # afresh for each unit and for a block laid out again with grown slots.
+        self.unit_steps = 0
         self.masked: dict[int, tuple[int, int]] = {}  # absolute position -> (slot, offset)
         self.slot_starts: list[int] = []
         self.slot_logp: list[float] = []
@@ -113,9 +116,15 @@ class RowState:
         self.window_seen = None
         return True
 
+    def next_unit(self) -> None:
+        """The current unit is decided: move on to the next one of the block (if any)."""
+        self.units.pop(0)
+        self.unit_steps = 0
+
     def _open(self, block: Block, slots: Sequence[int], block_size: int | None) -> None:
         """Mask the positions of `block`'s slots `slots` and lay out the units that decide them."""
         self.masked = {}
+        self.unit_steps = 0
         self.slot_starts = [self.block_start + slot.start for slot in block.slots]
         for i in slots:
             start = self.slot_starts[i]

@@ -52,7 +52,9 @@ PREFILL_CHUNK = 2048
 @dataclass(frozen=True)
 class SamplerConfig:
     threshold: float = 0.9  # commit every item at least this confident
-    max_steps: int | None = None  # per block; then the rest of each unit is committed greedily
+    # Steps per unit (the block, or a model block of a block-causal family; counted afresh for a
+    # block laid out again with grown slots), then the unit's rest is committed greedily.
+    max_steps: int | None = None
     temperature: float = 0.0  # 0: greedy; > 0: sample tokens/options, seeded per document
     cache: bool = True  # reuse the committed prefix's keys/values between steps (see below)
     # At most this many tokens committed per row per step; 1 gives the one-token-per-step
@@ -220,7 +222,7 @@ class Sampler:
             return "done"
         if row.unit_masked():
             return "stay"
-        row.units.pop(0)
+        row.next_unit()
         if row.units:
             return "stay"
         if row.regrow(self.block_size, self.max_length):
@@ -386,7 +388,8 @@ class Sampler:
             if row.result.error is not None or not items[i]:
                 continue
             row.stats.steps += 1
-            forced = self.config.max_steps is not None and row.stats.steps >= self.config.max_steps
+            row.unit_steps += 1
+            forced = self.config.max_steps is not None and row.unit_steps >= self.config.max_steps
             row.stats.forced |= forced
             try:
                 self.policy.commit(row, items[i], logits, forced)

@@ -254,8 +254,7 @@ def score_positions(
     for i, message in failed.items():
         rows[i].result.error = message
     whole = [
-        r.rng is not None or (max_steps is not None and r.stats.steps + 1 >= max_steps)
-        for r in rows
+        r.rng is not None or (max_steps is not None and r.unit_steps + 1 >= max_steps) for r in rows
     ]
     index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
     states = hidden[index[:, 0], index[:, 1]]  # [N, H]

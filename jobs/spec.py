@@ -115,9 +115,17 @@ class CelRule(Strict):
     message: str = Field(min_length=1)
 
 
+# Steps per unit (a bidirectional model's whole block, a block-causal model's model block)
+# before the rest is committed greedily; the default since 2026-12-06 (docs/jobs.md, sampling).
+DEFAULT_MAX_STEPS = 4
+
+
 class Decoding(Strict):
     threshold: float = Field(0.9, gt=0.0, le=1.0)
-    max_steps: int | None = Field(None, ge=1)
+    # At most this many denoising steps per unit, then its open positions are committed
+    # greedily (`engine.commit`); null: no cap. Left out, 4; with `max_tokens_per_step` set
+    # (which asks for many small steps), no cap.
+    max_steps: int | None = Field(DEFAULT_MAX_STEPS, ge=1)
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
     cache: bool = True
@@ -131,6 +139,21 @@ class Decoding(Strict):
     # 2026-12-05 (accuracy within 0.5 points, 1.3× faster at batch 16; docs/benchmarks.md); false:
     # every slot whole, as before. docs/jobs.md.
     grow_slots: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _uncapped_with_a_token_limit(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("max_tokens_per_step") is not None
+            and "max_steps" not in data
+        ):
+            return {**data, "max_steps": None}
+        return data
+
+    def default_max_steps(self) -> int | None:
+        """The cap a spec that leaves `max_steps` out gets with these other settings."""
+        return DEFAULT_MAX_STEPS if self.max_tokens_per_step is None else None
 
 
 class Dates(Strict):
@@ -226,6 +249,13 @@ class JobSpec(Strict):
         }
         if not self.decoding.grow_slots:  # specs without it keep the fingerprint they had
             payload["grow_slots"] = False
+        # The default cap is written as the null it was before 2026-12-06 (specs without it keep
+        # the fingerprint they had); `max_steps: null`, no cap, now differs from the default.
+        steps = self.decoding.max_steps
+        if steps == self.decoding.default_max_steps():
+            payload["decoding"]["max_steps"] = None
+        elif steps is None:
+            payload["decoding"]["max_steps"] = "none"
         if self.partial_rows != "keep":  # specs without it keep the fingerprint they had
             payload["partial_rows"] = self.partial_rows
         if self.dates != Dates():

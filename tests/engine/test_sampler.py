@@ -12,6 +12,7 @@ from helpers.constraints import GrowingConstraint, ListConstraint
 
 from decide.engine import commit, load_model
 from decide.engine.requests import Block, DecodeRequest, Slot
+from decide.engine.row_state import RowState
 from decide.engine.sampler import Sampler, SamplerConfig
 
 MODEL_TYPES = ("llada", "Dream", "sdar", "Fast_dLLM_Qwen")
@@ -211,6 +212,42 @@ def test_step_cap_commits_the_rest_greedily(tiny_checkpoint) -> None:
     _check_valid(results)
     for result in results.values():
         assert all(s.forced for s in result.stats)
+
+
+def test_step_cap_counts_the_steps_of_each_unit(tiny_checkpoint) -> None:
+    """On a block-causal family a block is decided unit by unit (model blocks): the cap bounds
+    each unit's steps, so a unit decided late in a block still gets its own steps instead of
+    being filled greedily because earlier units spent the block's."""
+    model_dir = tiny_checkpoint("sdar", init_std=0.2)
+    size = load_model(model_dir).config.block_size
+    capped = _decode(model_dir, _requests(seed=15, count=8, finite=False), threshold=1.0,
+                     max_steps=2)  # fmt: skip
+    _check_valid(capped)
+    spread = 0
+    for result in capped.values():
+        start = len(result.request.prompt)
+        for stats, block in zip(result.stats, result.request.blocks, strict=True):
+            answers = {start + p for s in block.slots for p in range(s.start, s.end)}
+            units = len({p // size for p in answers})  # model blocks holding answer positions
+            assert stats.steps <= 2 * units
+            spread += stats.steps > units + 1  # more than one unit took two steps
+            start += len(block.tokens)
+    assert spread >= 3
+
+
+def test_step_cap_counts_afresh_for_a_block_laid_out_again() -> None:
+    """A block laid out again with grown slots decides them with a step budget of its own."""
+    row = RowState(_growing_requests(1, fills=True)[0], mask_id=0)
+    row.start_block(None)
+    row.unit_steps = 3
+    for pos, (slot, offset) in sorted(row.masked.items()):
+        constraint = row.slots()[slot].constraint
+        token = sorted(constraint.sequences)[0][offset]
+        assert constraint.commit(offset, token)
+        row.seq[pos] = token
+        del row.masked[pos]
+    assert row.regrow(None, 1000)
+    assert row.masked and row.unit_steps == 0
 
 
 @pytest.mark.parametrize("model_type", ["llada", "sdar"])

@@ -173,6 +173,10 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     assert again.exit_code == 2 and "--resume" in again.output
     foreign = run(docs, "o7", "other", "--resume")
     assert foreign.exit_code == 2 and "another spec" in foreign.output
+    # `--max-steps 0` is no step cap, not the default cap of 4: another spec; 4 is the default.
+    uncapped = run(docs, "o7", "job", "--resume", "--max-steps", "0")
+    assert uncapped.exit_code == 2 and "another spec" in uncapped.output
+    assert run(docs, "o7", "job", "--resume", "--max-steps", "4").exit_code == 0
     assert read_answers(tmp_path / "o7").height == 3  # nothing committed was lost
 
 

@@ -44,6 +44,33 @@ def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> No
     assert parse_spec(grow).fingerprint() != "f79ed64016266f6e"
 
 
+def test_the_default_step_cap_keeps_old_fingerprints_and_no_cap_is_its_own() -> None:
+    """`max_steps` left out is 4 since 2026-12-06 (it was no cap); a spec without it keeps its
+    fingerprint, as does one writing 4; `max_steps: null` (no cap) now differs. A spec limiting
+    tokens per step (many small steps) gets no cap unless it sets one."""
+    plain = parse_spec({"questions": [QUESTION]})
+    assert plain.decoding.max_steps == 4
+    assert plain.fingerprint() == "f79ed64016266f6e"
+    four = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 4}})
+    assert four.fingerprint() == "f79ed64016266f6e"
+    uncapped = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": None}})
+    assert uncapped.decoding.max_steps is None
+    assert uncapped.fingerprint() not in ("f79ed64016266f6e", four.fingerprint())
+    assert parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 2}}).fingerprint() not in (
+        "f79ed64016266f6e", uncapped.fingerprint())  # fmt: skip
+    one = parse_spec({"questions": [QUESTION], "decoding": {"max_tokens_per_step": 1}})
+    assert one.decoding.max_steps is None
+    explicit = {"max_tokens_per_step": 1, "max_steps": None}
+    assert parse_spec({"questions": [QUESTION], "decoding": explicit}).fingerprint() == (
+        one.fingerprint()
+    )
+    capped = {"max_tokens_per_step": 1, "max_steps": 4}
+    assert parse_spec({"questions": [QUESTION], "decoding": capped}).decoding.max_steps == 4
+    assert parse_spec({"questions": [QUESTION], "decoding": capped}).fingerprint() != (
+        one.fingerprint()
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "where"),
     [
