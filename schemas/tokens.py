@@ -19,6 +19,7 @@ from .automata import DFA
 from .vocab import Vocabulary
 
 _BIG = 1 << 30
+_PAIRS_MEMO = 4096  # tokens whose transitions an automaton remembers (`token_pairs`)
 
 
 class TokenAutomaton:
@@ -165,12 +166,25 @@ class TokenAutomaton:
         self.pair_src = self.pair_src[order]
         self.pair_dst = self.pair_dst[order]
         self.pair_cls = self.pair_cls[order]
+        # `token_pairs` hands out views of these, remembered: nobody may write into them.
+        self.pair_src.flags.writeable = self.pair_dst.flags.writeable = False
         self.cls_start = np.searchsorted(self.pair_cls, np.arange(self.n_classes + 1)).astype(
             np.int64
         )
 
     def token_pairs(self, token: int) -> tuple[np.ndarray, np.ndarray]:
-        """Product-state transitions of one token (empty arrays for excluded tokens)."""
+        """Product-state transitions of one token (empty arrays for excluded tokens; read-only,
+        remembered per token: an automaton is shared by every document asking its question, and
+        the same few tokens, the filler above all, are committed again and again)."""
+        memo = self.__dict__.setdefault("_pairs", {})
+        pairs = memo.get(token)
+        if pairs is None:
+            if len(memo) >= _PAIRS_MEMO:
+                memo.clear()
+            pairs = memo[token] = self._token_pairs(token)
+        return pairs
+
+    def _token_pairs(self, token: int) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= token < self.vocab.size or self.n_classes == 0:
             z = np.zeros(0, dtype=np.int64)
             return z, z
@@ -184,4 +198,6 @@ class TokenAutomaton:
             if len(classes)
             else np.zeros(0, dtype=np.int64)
         )
-        return self.pair_src[idx], self.pair_dst[idx]
+        src, dst = self.pair_src[idx], self.pair_dst[idx]
+        src.flags.writeable = dst.flags.writeable = False
+        return src, dst

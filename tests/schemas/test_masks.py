@@ -268,3 +268,25 @@ def test_open_ended_slots_start_short_and_grow_only_when_filled() -> None:
         slot = compile_slot(schema, VOCAB)
         assert slot.first_length == slot.length <= GROW_FROM
         assert slot.new_constraint(FILLER, first=True).length == slot.length
+
+
+def test_token_transitions_are_remembered_read_only_and_bounded(monkeypatch) -> None:
+    """`token_pairs` answers a token again from memory (the same arrays, which nobody can write
+    into), equal to computing them afresh, and forgets everything past its bound."""
+    from decide.schemas import tokens
+
+    automaton = compile_slot({"type": "string", "maxLength": 3}, VOCAB).automaton
+    ids = list(range(len(SURFACES)))
+    first = [automaton.token_pairs(t) for t in ids]
+    for t, (src, dst) in zip(ids, first, strict=True):
+        again = automaton.token_pairs(t)
+        assert again[0] is src and again[1] is dst
+        fresh = automaton._token_pairs(t)
+        assert np.array_equal(src, fresh[0]) and np.array_equal(dst, fresh[1])
+        assert not src.flags.writeable and not dst.flags.writeable
+    assert any(len(src) for src, _ in first)
+    monkeypatch.setattr(tokens, "_PAIRS_MEMO", 4)
+    other = compile_slot({"type": "string", "maxLength": 2}, VOCAB).automaton
+    for t in ids:
+        other.token_pairs(t)
+        assert 0 < len(other._pairs) <= 4
