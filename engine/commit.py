@@ -53,11 +53,32 @@ class CommitPolicy:
             else:
                 self.commit_position(row, item.position, item.token, item.confidence)
         if positions:
-            assert logits is not None
-            order = [it.logits_row for it in positions]
             seeds = {it.position: (it.mask, it.confidence, it.token)
                      for it in positions if it.mask is not None}  # fmt: skip
-            self.commit_all(row, [it.position for it in positions], logits[order], seeds=seeds)
+            rows = self._fill_logits(positions, logits)
+            self.commit_all(row, [it.position for it in positions], rows, seeds=seeds)
+
+    def _fill_logits(self, items: list[PositionItem], logits: torch.Tensor | None) -> torch.Tensor:
+        """One logits row per item for the forced fill: its full-head row, or for an item scored
+        from its allowed tokens only, those logits and -inf elsewhere (the fill's masks are
+        narrower than the one scored, so no other token can be allowed; one that were would be
+        rejected as the constraint bug `commit_all` raises for)."""
+        order = [it.logits_row for it in items]
+        if all(r >= 0 for r in order):
+            assert logits is not None
+            return logits[order]
+        width = logits.shape[1] if logits is not None else 32 * self.width
+        device = logits.device if logits is not None else items[0].allowed[0].device
+        out = torch.full((len(items), width), float("-inf"), device=device)
+        full = [k for k, r in enumerate(order) if r >= 0]
+        if full:
+            assert logits is not None
+            out[full] = logits[[order[k] for k in full]].float()
+        for k, it in enumerate(items):
+            if it.allowed is not None:
+                tokens, values = it.allowed
+                out[k, tokens] = values
+        return out
 
     def commit_option(self, row: RowState, item: OptionItem) -> None:
         constraint = row.slots()[item.slot].constraint

@@ -33,6 +33,10 @@ class PositionItem(NamedTuple):
     # computed under, set only for a greedy row at its step cap (None otherwise): lets its
     # forced fill (`CommitPolicy.commit_all`) reuse them while the position's mask is unchanged.
     mask: Any = None
+    # For such a row's position scored from its allowed tokens only (`scoring.py`): those tokens
+    # `[K]` and their logits `[K]`, all the forced fill needs, since commits only ever narrow a
+    # position's mask (None otherwise).
+    allowed: Any = None
 
 
 Item = OptionItem | PositionItem

@@ -71,15 +71,17 @@ def allowed_pairs(bitmask: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torc
 
 def restricted_confidence(
     model: SubsetHead, states: torch.Tensor, entry: torch.Tensor, token: torch.Tensor, n: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Best allowed token `[n]` (lowest id among equal logits) and its probability `[n]` under the
     softmax over the allowed tokens, for `n` entries with hidden states `states` `[n, H]` and
     allowed pairs (`entry`, `token`) from `allowed_pairs`; entries with no allowed token (or only
-    -inf logits) get token -1 and NaN, as `masked_confidence`."""
+    -inf logits) get token -1 and NaN, as `masked_confidence`. Third: each pair's logit `[Q]`
+    (fp32; 0 for an entry's only allowed token, whose logit is never needed)."""
     device = states.device
     counts = torch.bincount(entry, minlength=n)
     best = torch.full((n,), -1, dtype=torch.long, device=device)
     prob = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+    pair_logits = torch.zeros(token.shape, dtype=torch.float32, device=device)
     single = counts == 1
     one = single[entry]
     best[entry[one]] = token[one]
@@ -92,6 +94,7 @@ def restricted_confidence(
         # cheaper per token than a gather and dot product per pair.
         union, column = torch.unique(t, return_inverse=True)
         x = model.subset_logits(states[scored], union).float()[local, column]  # [Q]
+        pair_logits[many] = x
         m = scored.numel()
         top = torch.full((m,), float("-inf"), device=device).scatter_reduce(0, local, x, "amax")
         finite = top > float("-inf")
@@ -106,7 +109,7 @@ def restricted_confidence(
         p = torch.exp(top - (top + mass.log()))
         best[scored] = torch.where(finite, first, -1)
         prob[scored] = torch.where(finite, p, float("nan"))
-    return best, prob
+    return best, prob, pair_logits
 
 
 class OptionHead(Protocol):
@@ -246,9 +249,11 @@ def score_positions(
     index, absolute position; `starts[i]` is row i's first position in `hidden`; `vocab` is the
     head's width). Positions
     allowing at most `head_limit` tokens take the restricted head (`restricted_confidence`),
-    unless their row samples or reaches its step cap this step (those need full rows); the others
-    take the full head and `masked_confidence`. Returns the full head's logits (row = the item's
-    `logits_row`; restricted items carry -1), or None when no position took the full head."""
+    unless their row samples (that needs full rows); the others take the full head and
+    `masked_confidence`. A row reaching its step cap this step keeps, for its forced fill, each
+    position's mask and, where it took the restricted head, its allowed tokens' logits
+    (`PositionItem.allowed`). Returns the full head's logits (row = the item's `logits_row`;
+    restricted items carry -1), or None when no position took the full head."""
     device = model.device
     bitmask, failed = bitmasks(rows, dense, width)
     for i, message in failed.items():
@@ -260,7 +265,7 @@ def score_positions(
     states = hidden[index[:, 0], index[:, 1]]  # [N, H]
     masks = bitmask.to(device)
     full = allowed_counts(masks) > head_limit
-    full |= torch.tensor([whole[i] for i, _ in dense], device=device)
+    full |= torch.tensor([rows[i].rng is not None for i, _ in dense], device=device)
     tokens = torch.empty(len(dense), dtype=torch.long, device=device)
     probs = torch.empty(len(dense), dtype=torch.float32, device=device)
     logits = None
@@ -272,10 +277,20 @@ def score_positions(
         best = masked_confidence(logits, masks[at])
         tokens[at], probs[at] = best.token, best.prob
     few = (~full).nonzero().squeeze(1)
+    kept: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # dense index -> tokens, logits
     if few.numel():
         entry, token = allowed_pairs(masks[few], vocab)  # entry: index among `few`
-        t, p = restricted_confidence(model, states[few], entry, token, few.numel())
+        t, p, pair_logits = restricted_confidence(model, states[few], entry, token, few.numel())
         tokens[few], probs[few] = t, p
+        # A forced fill re-scores a position under narrower masks: its allowed tokens' logits
+        # are all it needs (pairs come ordered by entry).
+        forced = {k for k, n in enumerate(few.tolist()) if whole[dense[n][0]]}
+        if forced:
+            counts = torch.bincount(entry, minlength=few.numel()).tolist()
+            pairs = zip(token.split(counts), pair_logits.split(counts), strict=True)
+            for k, (n, pair) in enumerate(zip(few.tolist(), pairs, strict=True)):
+                if k in forced:
+                    kept[n] = pair
     row_of = torch.where(full, torch.cumsum(full, 0) - 1, -1).tolist()
     for n, (i, pos), token_n, prob_n in zip(
         range(len(dense)), dense, tokens.tolist(), probs.tolist(), strict=True
@@ -290,7 +305,7 @@ def score_positions(
             )
         elif whole[i]:
             mask = bitmask[n]
-        items[i].append(PositionItem(prob_n, pos, token_n, row_of[n], mask))
+        items[i].append(PositionItem(prob_n, pos, token_n, row_of[n], mask, kept.get(n)))
     return logits
 
 

@@ -555,6 +555,23 @@ def test_inference_mode_never_leaks_to_the_caller(tiny_checkpoint) -> None:
 def test_sampler_answers_do_not_depend_on_the_head(model_type, finite, tiny_checkpoint) -> None:
     model_dir = tiny_checkpoint(model_type, init_std=0.2)
     options = dict(batch_size=4, threshold=0.5, max_tokens_per_step=None if finite else 2)
+    _same_answers_either_head(model_dir, finite, options)
+
+
+@pytest.mark.parametrize("model_type", ["llada", "sdar"])
+def test_forced_fill_answers_do_not_depend_on_the_head(model_type, tiny_checkpoint) -> None:
+    """At the step cap, positions allowing few tokens are scored from those tokens' logits only
+    and the forced fill re-scores them from those under its narrower masks: the same commits as
+    from full-vocabulary rows."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    for cap in (1, 2):
+        options = dict(batch_size=4, threshold=1.0, max_steps=cap)
+        results = _same_answers_either_head(model_dir, False, options)
+        forced = [s.forced for r in results.values() for s in r.stats]
+        assert sum(forced) >= len(forced) // 2, forced
+
+
+def _same_answers_either_head(model_dir, finite: bool, options: dict) -> dict:
     full = _decode(model_dir, _requests(seed=21, count=8, finite=finite), head_limit=0, **options)
     restricted = _decode(model_dir, _requests(seed=21, count=8, finite=finite), **options)
     for key, result in full.items():
@@ -565,3 +582,4 @@ def test_sampler_answers_do_not_depend_on_the_head(model_type, finite, tiny_chec
             for a, b in zip(slots, other_slots, strict=True):
                 assert a.tokens == b.tokens
                 assert abs(a.confidence - b.confidence) <= 1e-6
+    return restricted

@@ -44,10 +44,17 @@ def test_restricted_head_equals_full_head(model_type, tiny_checkpoint) -> None:
     states = torch.randn(len(counts), model.config.hidden_size)
     masks = _bitmasks(vocab, counts, seed=7)
     with torch.inference_mode():
-        full = masked_confidence(model.logits(states).float(), masks)
+        logits = model.logits(states).float()
+        full = masked_confidence(logits, masks)
         entry, token = allowed_pairs(masks, vocab)
-        tokens, probs = restricted_confidence(model, states, entry, token, len(counts))
+        tokens, probs, pair_logits = restricted_confidence(model, states, entry, token, len(counts))
     assert tokens.tolist() == full.token.tolist()
+    # each pair's logit is the full head's, but for an entry's only token (never needed)
+    several = torch.tensor(counts)[entry] > 1
+    torch.testing.assert_close(
+        pair_logits[several], logits[entry[several], token[several]], atol=1e-4, rtol=1e-4
+    )
+    assert pair_logits[~several].eq(0.0).all()
     ok = ~torch.isnan(full.prob)
     assert torch.isnan(probs[~ok]).all()
     torch.testing.assert_close(probs[ok], full.prob[ok], atol=1e-6, rtol=0)
