@@ -26,11 +26,12 @@ until its longest answer is done, finished rows leave the cache). decide runs at
 token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them;
 `max_steps: 4`: at most 4 steps per block, then the rest committed greedily from the last
 forward's logits), and with one default changed at a time: every slot whole (`grow_slots:
-false`, the default before 2026-12-05), no step cap (`max_steps: null`, the default before
-2026-12-06), recomputing the whole block at every step (each run's objects are compared with
-that run's); `--max-steps N ...` adds runs at the defaults with `decoding.max_steps` N. The floor
-and the objects the loop writes are those of the defaults. The floor is one batched forward per document over its prompt and every
-block's skeleton in the default layout: what reading the document once costs either decoder.
+false`, the default before 2026-12-05), no step cap (`max_steps: null`, the default until the
+sixth session of 2026-12-05), recomputing the whole block at every step (each run's objects are
+compared with that run's); `--max-steps N ...` adds runs at the defaults with
+`decoding.max_steps` N. The floor and the objects the loop writes are those of the defaults. The
+floor is one batched forward per document over its prompt and every block's skeleton in the
+default layout: what reading the document once costs either decoder.
 Per document: forward passes it took part in, and wall time per document (batch wall time /
 documents).
 

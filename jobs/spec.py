@@ -116,7 +116,7 @@ class CelRule(Strict):
 
 
 # Steps per unit (a bidirectional model's whole block, a block-causal model's model block)
-# before the rest is committed greedily; the default since 2026-12-06 (docs/jobs.md, sampling).
+# before the rest is committed greedily; the default since 2026-12-05 (docs/jobs.md, sampling).
 DEFAULT_MAX_STEPS = 4
 
 
@@ -249,7 +249,7 @@ class JobSpec(Strict):
         }
         if not self.decoding.grow_slots:  # specs without it keep the fingerprint they had
             payload["grow_slots"] = False
-        # The default cap is written as the null it was before 2026-12-06 (specs without it keep
+        # The default cap is written as the null it was before 2026-12-05 (specs without it keep
         # the fingerprint they had); `max_steps: null`, no cap, now differs from the default.
         steps = self.decoding.max_steps
         if steps == self.decoding.default_max_steps():

@@ -45,7 +45,7 @@ def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> No
 
 
 def test_the_default_step_cap_keeps_old_fingerprints_and_no_cap_is_its_own() -> None:
-    """`max_steps` left out is 4 since 2026-12-06 (it was no cap); a spec without it keeps its
+    """`max_steps` left out is 4 since 2026-12-05 (it was no cap); a spec without it keeps its
     fingerprint, as does one writing 4; `max_steps: null` (no cap) now differs. A spec limiting
     tokens per step (many small steps) gets no cap unless it sets one."""
     plain = parse_spec({"questions": [QUESTION]})
