@@ -14,6 +14,11 @@ peak RSS comes from `wait4`. Both must produce the same answers.
 
     python benchmarks/long_prompt.py
     python benchmarks/long_prompt.py --families qwen3_next --tokens 8000 64000 --chunked-only 64000
+    python benchmarks/long_prompt.py --tokens 16000 --chunked-only 16000 --reread
+
+`--reread` adds a chunked run in which a block laid out again with grown slots re-reads its
+row's prefix (as before 2026-12-05) instead of rewinding the row's cache lane to the block's
+start (`Sampler._rewind`): same answers, and the time a regrow costs on a long document.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ import common
 FILLER = " The parties met again on a later date and talked at length about nothing of note."
 
 
-def child(model: str, tokens: int, chunk: int | None, threads: int) -> None:
+def child(model: str, tokens: int, chunk: int | None, threads: int, reread: bool) -> None:
     from decide.engine import sampler
 
     common.set_threads(threads)
     if chunk is not None:
         sampler.PREFILL_CHUNK = chunk
+    if reread:  # as before 2026-12-05: a regrown block re-reads its row's prefix
+        sampler.Sampler._rewind = lambda self, row, main: False
     loaded = common.load_model(model)
     engine = common.engine(loaded, 1)
     doc = common.documents(1, 1234, questions=8)[0]
@@ -54,17 +61,24 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="*", default=[4000, 16000, 32000])
     parser.add_argument("--chunked-only", type=int, nargs="*", default=[],
                         help="prompt lengths run chunked only (one forward would need too much memory)")  # fmt: skip
+    parser.add_argument(
+        "--reread", action="store_true",
+        help="also run chunked with a regrown block re-reading its row's prefix (as before "
+        "2026-12-05) instead of rewinding the row's cache lane to the block's start",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # model, tokens, chunk
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # model, tokens, chunk, reread
     args = parser.parse_args()
     if args.child:
-        model, tokens, chunk = args.child
-        child(model, int(tokens), None if chunk == "default" else int(chunk), args.threads)
+        model, tokens, chunk, reread = args.child
+        child(model, int(tokens), None if chunk == "default" else int(chunk), args.threads,
+              reread == "reread")  # fmt: skip
         return
     from decide.engine.sampler import PREFILL_CHUNK
 
     print(f"Machine: {common.describe_machine(args.threads)}; PREFILL_CHUNK {PREFILL_CHUNK}")
-    rows = []
+    rows: list = []
+    rereads: list = []
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families:
             path = common.tiny_checkpoint(
@@ -73,11 +87,21 @@ def main() -> None:
             for tokens in sorted(set(args.tokens) | set(args.chunked_only)):
                 runs = {}
                 modes = ["default"] + ([] if tokens in args.chunked_only else ["1000000"])
-                for chunk in modes:
+                modes += ["reread"] if args.reread else []
+                for mode in modes:
+                    chunk = "default" if mode == "reread" else mode
                     command = [sys.executable, __file__, "--threads", str(args.threads),
-                               "--child", str(path), str(tokens), chunk]  # fmt: skip
+                               "--child", str(path), str(tokens), chunk, mode]  # fmt: skip
                     mb, seconds, out = common.peak_rss(command)
-                    runs[chunk] = (mb, seconds, json.loads(out.strip().splitlines()[-1]))
+                    runs[mode] = (mb, seconds, json.loads(out.strip().splitlines()[-1]))
+                if "reread" in runs:
+                    again = runs["reread"]
+                    rereads.append(
+                        [family, f"{runs['default'][2]['tokens']:,}", f"{runs['default'][1]:.1f}",
+                         str(runs["default"][2]["nfe"]), f"{again[1]:.1f}", str(again[2]["nfe"]),
+                         f"{again[1] / runs['default'][1]:.2f}×",
+                         str(again[2]["answers"] == runs["default"][2]["answers"])]
+                    )  # fmt: skip
                 mb, seconds, result = runs["default"]
                 if not result["ok"]:
                     raise SystemExit(f"{family}, {tokens} tokens: {result['error']}")
@@ -93,6 +117,11 @@ def main() -> None:
     header = ["family", "prompt tokens", "one forward: peak RSS MB", "s", "chunked: peak RSS MB",
               "s", "forwards", "peak ratio", "same answers"]  # fmt: skip
     print(common.table(header, rows))
+    if rereads:
+        print("\nA block laid out again with grown slots: lane rewound (default) or prefix re-read")
+        header = ["family", "prompt tokens", "rewound: s", "forwards", "re-read: s", "forwards",
+                  "time ratio", "same answers"]  # fmt: skip
+        print(common.table(header, rereads))
 
 
 if __name__ == "__main__":

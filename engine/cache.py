@@ -137,6 +137,25 @@ class KVCache:
         self.lengths.zero_()
         self.has_last.zero_()
 
+    def mark(self, row: int) -> tuple[torch.Tensor, ...]:
+        """What `rewind` needs to bring row `row` back to its committed prefix of now: its length
+        and last hidden state (keys and values below that length are never written again: a
+        forward writes after the committed prefix only)."""
+        return (self.lengths[row].clone(), self.last_hidden[row].clone(),
+                self.has_last[row].clone())  # fmt: skip
+
+    def rewind(self, row: int, mark: tuple[torch.Tensor, ...]) -> None:
+        """Row `row` back to the committed prefix it had at `mark` (which must not be longer
+        than its prefix now): later commits are forgotten."""
+        length, last, has = mark[:3]
+        if int(length) > int(self.lengths[row]):
+            raise ValueError(
+                f"rewind to {int(length)} tokens past the {int(self.lengths[row])} held"
+            )
+        self.lengths[row] = length
+        self.last_hidden[row] = last
+        self.has_last[row] = has
+
     def move_row(self, src: int, dst: int) -> None:
         """Overwrite row `dst` with row `src` (compaction after a row leaves), window keys
         after the prefix included."""

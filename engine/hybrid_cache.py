@@ -164,6 +164,18 @@ class HybridCache:
         for t in (*self.conv, *self.state):
             t.zero_()
 
+    def mark(self, row: int) -> tuple[torch.Tensor, ...]:
+        """`KVCache.mark`, and copies of the row's GDN conv and recurrent states (a fixed-size
+        summary of the prefix cannot be cut back, so it is kept: Σ_layers C·(K−1) + Hv·Dk·Dv
+        numbers)."""
+        return (*self.kv.mark(row), *(t[row].clone() for t in (*self.conv, *self.state)))
+
+    def rewind(self, row: int, mark: tuple[torch.Tensor, ...]) -> None:
+        """`KVCache.rewind`, the GDN states back to the marked ones."""
+        self.kv.rewind(row, mark)
+        for t, saved in zip((*self.conv, *self.state), mark[3:], strict=True):
+            t[row] = saved
+
     def move_row(self, src: int, dst: int) -> None:
         """Overwrite row `dst` with row `src` (compaction after a row leaves)."""
         self.kv.move_row(src, dst)

@@ -90,6 +90,7 @@ class BlockStats:
     answer_tokens: int = 0  # slot positions in the block
     forced: bool = False  # the step cap was reached and the rest was committed greedily
     regrown: int = 0  # times the block was decided again with grown slots (`RowState.regrow`)
+    rewound: int = 0  # of those, times its cache lane was rewound instead of the prefix re-read
     positions: int = 0  # window positions its forwards computed (all, or the queried ones)
 
 

@@ -46,6 +46,11 @@ class RowState:
         self.window_tokens: list[int] = []
         self.lane: int | None = None
         self.rng: torch.Generator | None = None
+        # Block-causal families: the cache's mark (`KVCache.mark`) of this row after its current
+        # block's first forward, and how many tokens it had committed then (`Sampler._rewind`).
+        self.mark: tuple[torch.Tensor, ...] | None = None
+        self.mark_cached = 0
+        self.mark_block = -1
 
     @property
     def stats(self) -> BlockStats:
@@ -115,6 +120,14 @@ class RowState:
         self.stats.regrown += 1
         self.window_seen = None
         return True
+
+    def may_grow(self) -> bool:
+        """Whether a slot of the current block is laid out short (it may ask to grow)."""
+        return any(
+            getattr(slot.constraint, "encoded_length", slot.constraint.length)
+            > slot.constraint.length
+            for slot in self.slots()
+        )
 
     def next_unit(self) -> None:
         """The current unit is decided: move on to the next one of the block (if any)."""

@@ -181,7 +181,7 @@ class Sampler:
                         lanes.append(row)
                 stepped.extend(group)
             for row in stepped:
-                state = self._advance(row)
+                state = self._advance(row, main)
                 if state == "stay":
                     if self.exact:
                         refill.append(row)
@@ -216,7 +216,26 @@ class Sampler:
         lanes.pop()
         row.lane = None
 
-    def _advance(self, row: RowState) -> str:
+    def _rewind(self, row: RowState, main: KVCache | None) -> bool:
+        """Block-causal families: after `row.regrow`, bring the row's cache lane back to its
+        mark (`RowState.mark`) instead of rebuilding its prefix, when the mark lies before the
+        model block of the first grown slot (the keys, values and states before it saw only
+        tokens the new layout keeps, at the positions it keeps). False: rebuild it."""
+        if (
+            self.block_size is None
+            or main is None
+            or row.lane is None
+            or row.mark is None
+            or row.mark_block != row.block
+            or row.mark_cached > min(row.masked) // self.block_size * self.block_size
+        ):
+            return False
+        main.rewind(row.lane, row.mark)
+        row.cached = row.mark_cached
+        row.stats.rewound += 1
+        return True
+
+    def _advance(self, row: RowState, main: KVCache | None = None) -> str:
         """After a step: "stay" (same unit), "done", or "refill" (prefix rebuild needed)."""
         if row.result.error is not None:
             return "done"
@@ -226,6 +245,8 @@ class Sampler:
         if row.units:
             return "stay"
         if row.regrow(self.block_size, self.max_length):
+            if self._rewind(row, main):
+                return "stay"  # the block laid out again over the prefix its lane holds
             return "refill"  # the block laid out again: its prefix and window are rebuilt
         if not row.start_block(self.block_size):
             return "done"
@@ -337,13 +358,22 @@ class Sampler:
             hidden = self.model(
                 ids.to(device), cache, window_lens=lens, commit=commits, position_shift=shift
             )
-        for row, (_, end, commit), n in zip(rows, windows, computed, strict=True):
+        for i, (row, (_, end, commit), n) in enumerate(zip(rows, windows, computed, strict=True)):
             row.cached = (0 if prefill and self.block_size is None else row.cached) + commit
             row.stats.nfe += 1
             row.stats.positions += n
             # What the cache now holds for the rest of the window: keys/values of these tokens.
             row.window_seen = (row.cached, end)
             row.window_tokens = row.seq[row.cached : end]
+            if (
+                self.block_size is not None
+                and cache is not None
+                and row.mark_block != row.block
+                and row.may_grow()
+            ):
+                # After a block's first forward everything before its first unit is committed
+                # and fixed: a block laid out again with grown slots restarts from here.
+                row.mark, row.mark_cached, row.mark_block = cache.mark(i), row.cached, row.block
 
         # Split each row's open slots: finite ones are scored as whole options from the logits of
         # their options' tokens only; the others position by position over the whole vocabulary.

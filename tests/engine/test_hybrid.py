@@ -445,9 +445,9 @@ def test_a_long_document_is_read_whole_in_chunks(tiny_checkpoint, tmp_path, monk
     for chunk in (1_000_000, 128):
         monkeypatch.setattr(sampler_module, "PREFILL_CHUNK", chunk)
         out = tmp_path / f"out-{chunk}"
-        # Whole slots: a slot that grows has its row's prefix read again, chunks and all, which
-        # would blur the forwards counted here.
-        spec = parse_spec({"questions": QUESTIONS, "decoding": {"grow_slots": False}})
+        # At the defaults (`grow_slots`): a slot that grows rewinds its row's lane to the block's
+        # start (`Sampler._rewind`) instead of reading the prefix again, chunks and all.
+        spec = parse_spec({"questions": QUESTIONS})
         run_job(spec, [inputs], out, model=model, batch_size=3, progress=False)
         frames[chunk] = pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
     whole, chunked = frames[1_000_000], frames[128]

@@ -370,6 +370,10 @@ def test_a_value_filling_its_short_slot_is_decided_again_grown(model_type, tiny_
         assert all(s.nfe >= 2 for s in result.stats)
     cached = _decode(model_dir, _growing_requests(4, fills=True), batch_size=3)
     _check_valid(cached)
+    block_causal = load_model(model_dir).config.block_size is not None
+    for result in cached.values():
+        # Block-causal: the lane is rewound to the block's start instead of the prefix re-read.
+        assert [s.rewound for s in result.stats] == ([1, 1] if block_causal else [0, 0])
     if model_type in ("sdar", "Fast_dLLM_Qwen", "qwen3_next"):  # block-causal: the cache is exact
         for key in exact:
             assert cached[key].blocks == exact[key].blocks
