@@ -68,6 +68,7 @@ class RowState:
         if self.block >= 0:
             self._finish_block()
         self.block += 1
+        self.mark = None  # the last block's (a hybrid's copies GDN states: let them go)
         if self.block >= len(self.blocks):
             return False
         block = self.blocks[self.block]
