@@ -258,8 +258,9 @@ def score_positions(
     bitmask, failed = bitmasks(rows, dense, width)
     for i, message in failed.items():
         rows[i].result.error = message
-    whole = [
-        r.rng is not None or (max_steps is not None and r.unit_steps + 1 >= max_steps) for r in rows
+    # Greedy rows whose step reaches the cap: their items keep what the forced fill reads.
+    capped = [
+        r.rng is None and max_steps is not None and r.unit_steps + 1 >= max_steps for r in rows
     ]
     index = torch.tensor([(i, pos - starts[i]) for i, pos in dense], device=device)
     states = hidden[index[:, 0], index[:, 1]]  # [N, H]
@@ -284,7 +285,7 @@ def score_positions(
         tokens[few], probs[few] = t, p
         # A forced fill re-scores a position under narrower masks: its allowed tokens' logits
         # are all it needs (pairs come ordered by entry).
-        forced = {k for k, n in enumerate(few.tolist()) if whole[dense[n][0]]}
+        forced = {k for k, n in enumerate(few.tolist()) if capped[dense[n][0]]}
         if forced:
             counts = torch.bincount(entry, minlength=few.numel()).tolist()
             pairs = zip(token.split(counts), pair_logits.split(counts), strict=True)
@@ -303,7 +304,7 @@ def score_positions(
             token_n, prob_n = sample_token(
                 logits[row_of[n]].float().cpu(), allowed, temperature, rng
             )
-        elif whole[i]:
+        elif capped[i]:
             mask = bitmask[n]
         items[i].append(PositionItem(prob_n, pos, token_n, row_of[n], mask, kept.get(n)))
     return logits
