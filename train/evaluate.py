@@ -165,8 +165,11 @@ def evaluate_synthetic(
 
 @dataclass
 class MamsReport:
-    sentiment: Tally = field(default_factory=Tally)
+    sentiment: Tally = field(default_factory=Tally)  # all 8 aspects asked, 4 answers each
     mention: Tally = field(default_factory=Tally)
+    # Only the annotated aspects asked, each of the 3 sentiments: the aspect-category sentiment
+    # protocol of published MAMS-ACSA figures (the aspect is given, its sentiment is asked).
+    sentiment_given_aspect: Tally = field(default_factory=Tally)
     sentiment_baseline: Tally = field(default_factory=Tally)
     mention_baseline: Tally = field(default_factory=Tally)
     majority_sentiment: str = ""
@@ -194,6 +197,18 @@ def evaluate_mams(engine: DecisionEngine, limit: int | None = None) -> MamsRepor
             if mentioned:
                 report.sentiment.add(pred == truth)
                 report.sentiment_baseline.add(truth == majority)
+    sentiment_only = {q["id"]: {**q, "schema": {"enum": mams.SENTIMENTS}} for q in mams.QUESTIONS}
+    given = []
+    for i, (text, gold) in enumerate(reviews):
+        annotated = [sentiment_only[a] for a, v in gold.items() if v != "not_mentioned"]
+        if annotated:
+            given.append(Item(i, text, _compile(engine, annotated)))
+    for i, d in _decide(engine, given).items():
+        report.failed_rows += not d.ok
+        got = d.answers or {}
+        for aspect, truth in reviews[i][1].items():
+            if truth != "not_mentioned":
+                report.sentiment_given_aspect.add(got.get(aspect) == truth)
     return report
 
 

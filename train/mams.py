@@ -14,7 +14,8 @@ from typing import Any
 
 DATA = Path(__file__).parent / "data" / "mams-acsa"
 CATEGORIES = ("food", "staff", "miscellaneous", "place", "service", "menu", "price", "ambience")
-ANSWERS = ["positive", "negative", "neutral", "not_mentioned"]
+SENTIMENTS = ["positive", "negative", "neutral"]
+ANSWERS = [*SENTIMENTS, "not_mentioned"]
 QUESTIONS = [
     {
         "id": category,

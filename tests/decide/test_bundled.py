@@ -76,6 +76,9 @@ def test_bundled_model_beats_the_mams_baselines_by_ten_points() -> None:
     assert report.sentiment.total > 100 and report.mention.total == 480
     assert report.sentiment.rate >= report.sentiment_baseline.rate + 0.10, report
     assert report.mention.rate >= report.mention_baseline.rate + 0.10, report
+    # the aspect given, every annotated aspect is asked once more, of the 3 sentiments only
+    assert report.sentiment_given_aspect.total == report.sentiment.total
+    assert report.sentiment_given_aspect.rate >= report.sentiment_baseline.rate + 0.10, report
 
 
 def test_decider_defaults_to_the_bundled_model() -> None:
