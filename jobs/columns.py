@@ -16,6 +16,8 @@ from typing import Any
 
 import polars as pl
 
+from decide.schemas.nullable import only_null
+
 
 @dataclass(frozen=True)
 class Field:
@@ -81,7 +83,8 @@ def answer_field(schema: Any) -> Field:
         return _scalar({_kind_of(v) for v in schema["enum"]}) or JSON
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            fields = {answer_field(branch) for branch in schema[key]}
+            # a null branch adds no type: every field is nullable (`anyOf: [X, {type: null}]`)
+            fields = {answer_field(b) for b in schema[key] if not only_null(b)}
             return fields.pop() if len(fields) == 1 else JSON
     kind = schema.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()

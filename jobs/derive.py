@@ -24,6 +24,8 @@ import celpy
 import lark
 from celpy import celtypes
 
+from decide.schemas.nullable import without_null
+
 NUMERIC = ("int", "double")
 SCHEMA_TYPES = {"boolean": "bool", "integer": "int", "number": "double", "string": "string"}
 FUNCTIONS = {"size": None, "int": "int", "double": "double", "string": "string"}
@@ -49,6 +51,7 @@ class CelType:
 
 def schema_type(schema: Any) -> CelType | None:
     """The CEL type of a question's answers, or None when its schema has none we read."""
+    schema, null_branch = without_null(schema)
     if not isinstance(schema, dict):
         return None
     if "const" in schema or "enum" in schema:
@@ -56,7 +59,7 @@ def schema_type(schema: Any) -> CelType | None:
         kinds = {_value_type(v) for v in values if v is not None}
         if len(kinds) != 1 or None in kinds:
             return None
-        return CelType(kinds.pop(), None in values)
+        return CelType(kinds.pop(), null_branch or None in values)
     declared = schema.get("type")
     names = [declared] if isinstance(declared, str) else declared
     if not isinstance(names, list):
@@ -64,7 +67,7 @@ def schema_type(schema: Any) -> CelType | None:
     bases = {SCHEMA_TYPES.get(n) for n in names if n != "null"}
     if len(bases) != 1 or None in bases:
         return CelType("null", True) if not bases and "null" in names else None
-    return CelType(bases.pop(), "null" in names)
+    return CelType(bases.pop(), null_branch or "null" in names)
 
 
 def _value_type(value: Any) -> str | None:

@@ -31,6 +31,7 @@ from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import SchemaError
 from decide.schemas.dates import DatePolicy, DocumentDates, date_format
 from decide.schemas.drafts import normalize
+from decide.schemas.nullable import without_null
 from decide.schemas.rules import RuleSet, compile_rules
 from decide.schemas.span import DocumentNumbers, DocumentSpans, NoSpan, SpanSlot, extract_kind
 
@@ -173,11 +174,7 @@ class QuestionSet:
         # One tokenization of the document's spans for all its span questions, cut at the
         # longest `maxLength` among them (none when one of them has no such bound); one list of
         # its numbers for all its numeric ones.
-        limits = [
-            q.schema.get("maxLength") if isinstance(q.schema, dict) else None
-            for q in extract
-            if self.extract_kinds[q.id] == "spans"
-        ]
+        limits = [_max_length(q.schema) for q in extract if self.extract_kinds[q.id] == "spans"]
         vocab = extract[0].slot.vocab
         built: dict[str, DocumentSpans | DocumentNumbers | DocumentDates] = {}
         for k, q in enumerate(todo):
@@ -199,6 +196,12 @@ class QuestionSet:
             except NoSpan as exc:
                 raise MissingSpan(q.id, f"question {q.id!r} (extract): {exc}") from exc
         return out
+
+
+def _max_length(schema: Any) -> int | None:
+    """A span question's `maxLength` (of its non-null branch), None when it has none."""
+    branch, _ = without_null(schema)
+    return branch.get("maxLength") if isinstance(branch, dict) else None
 
 
 class QuestionBook:

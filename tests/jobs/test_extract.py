@@ -279,3 +279,36 @@ def test_as_written_gives_a_span_its_documents_text_when_the_schema_admits_it() 
     assert written("2024-05-03", {"type": "string", "format": "date"}) == "2024-05-03"
     assert written(None, {"type": ["string", "null"]}) is None
     assert written("boston", {"type": "string"}) == "boston"
+
+
+def test_pydantic_optionals_extract_what_their_value_branch_admits(models, tmp_path) -> None:
+    """`anyOf: [X, {type: null}]` (Pydantic's Optional[X]) extracts as `type: [X, null]`: an
+    Optional[int] copies numbers (before, it copied text spans, never an integer, so every
+    answer was null) and an Optional[str] is a plain string column (before, JSON text)."""
+
+    def optional(schema: dict) -> dict:
+        return {"anyOf": [schema, {"type": "null"}], "default": None, "title": "T"}
+
+    questions = [
+        {**NUMBER_QUESTIONS[0], "schema": optional(NUMBER_QUESTIONS[0]["schema"])},
+        {**QUESTIONS[0], "schema": optional(QUESTIONS[0]["schema"])},
+    ]
+    docs = {f"d{i}": f"Claim {i}: ${1200 + 37 * i:,} of damage in Denver, {3 + i} days ago."
+            for i in range(16)}  # fmt: skip
+    path = tmp_path / "in.parquet"
+    pl.DataFrame({"doc_id": list(docs), "document": list(docs.values())}).write_parquet(path)
+    run_job(parse_spec({"questions": questions}), [path], tmp_path / "out",
+            model=models["llada"], batch_size=8, progress=False)  # fmt: skip
+    frame = read_answers(tmp_path / "out")
+    assert frame.schema["answers"] == pl.Struct({"amount": pl.Int64, "city": pl.String})
+    amounts = []
+    for row in frame.iter_rows(named=True):
+        assert row["status"] == "ok", row["error"]
+        answers = json.loads(row["answers_json"])
+        assert row["answers"] == answers  # the struct holds the values, not their JSON text
+        assert answers["amount"] is None or number_in_document(
+            answers["amount"], docs[row["doc_id"]]
+        )
+        assert answers["city"] is None or in_document(answers["city"], docs[row["doc_id"]])
+        amounts.append(answers["amount"])
+    assert sum(a is not None for a in amounts) >= 4, amounts

@@ -184,3 +184,25 @@ def test_a_rule_no_answer_can_satisfy_fails_the_row_with_its_pointer(loaded) -> 
     first, second = sorted(engine.decide(items), key=lambda d: d.doc_id)
     assert not first.ok and "/dependentRequired/ok" in first.error, first.error
     assert second.ok, second.error
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": ["integer", "null"], "minimum": 0, "maximum": 20000},
+        # Pydantic's Optional[int]: refused as "too many values of another kind" before
+        {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 20000}, {"type": "null"}],
+         "default": None, "title": "N"},
+    ],
+)  # fmt: skip
+def test_rules_over_a_nullable_integer_either_way_it_is_spelt(loaded, schema) -> None:
+    rules = {"if": {"properties": {"n": {"minimum": 100}}, "required": ["n"]},
+             "then": {"properties": {"ok": {"const": False}}}}  # fmt: skip
+    engine = _engine(loaded, rules)
+    asked = [{**q, "schema": schema} if q["id"] == "n" else q for q in QUESTIONS]
+    compiled = [engine.compiler.compile(Question.model_validate(q)) for q in asked]
+    texts = [f"claim {i}: {100 * i} dollars" for i in range(16)]
+    decisions = list(engine.decide(Item(i, t, compiled) for i, t in enumerate(texts)))
+    assert all(d.ok for d in decisions), [d.error for d in decisions]
+    for d in decisions:
+        assert jsonschema.Draft202012Validator(rules).is_valid(d.answers), d.answers

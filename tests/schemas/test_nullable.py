@@ -1,0 +1,92 @@
+"""`anyOf: [X, {type: null}]` (Pydantic's `Optional[X]`) is read as X-or-null everywhere a
+question's kind comes from its schema's `type`, as `type: [X, null]` always was."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel
+
+from decide.jobs.calibration import schema_kind, schema_options
+from decide.jobs.columns import answer_field
+from decide.jobs.derive import schema_type
+from decide.schemas.dates import date_format
+from decide.schemas.nullable import only_null, without_null
+from decide.schemas.span import extract_kind
+
+
+class Claim(BaseModel):
+    amount: int | None = None
+    city: str | None = None
+    when: date | None = None
+    approved: bool | None = None
+
+
+PYDANTIC = Claim.model_json_schema()["properties"]  # e.g. {"anyOf": [...], "default": None, ...}
+
+
+def test_pydantic_optionals_are_their_one_branch_or_null() -> None:
+    assert without_null(PYDANTIC["amount"]) == ({"type": "integer"}, True)
+    assert without_null(PYDANTIC["when"]) == ({"type": "string", "format": "date"}, True)
+    assert without_null({"oneOf": [{"const": None}, {"type": "number"}]}) == (
+        {"type": "number"},
+        True,
+    )
+    for null in ({"type": "null"}, {"type": ["null"]}, {"const": None}, {"enum": [None]}):
+        assert only_null(null)
+    for other in ({"type": ["integer", "null"]}, {"enum": [None, 1]}, {}, True, None):
+        assert not only_null(other)
+
+
+def test_other_unions_are_left_whole() -> None:
+    for schema in (
+        {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},  # two values
+        {"anyOf": [{"type": "integer"}, {"type": "null"}], "minimum": 3},  # a constraint beside
+        {"anyOf": [{"type": "integer"}, {"type": "null"}], "oneOf": [{"type": "integer"}]},
+        {"anyOf": [{"type": "integer"}, {"type": "integer"}]},  # no null branch
+        {"type": ["integer", "null"]},
+        True,
+    ):
+        assert without_null(schema) == (schema, False)
+
+
+def both(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`schema` spelt as a type list with null and as Pydantic's `anyOf` with a null branch."""
+    listed = {**schema, "type": [schema["type"], "null"]}
+    return listed, {"anyOf": [schema, {"type": "null"}], "title": "T", "default": None}
+
+
+def test_both_spellings_are_read_alike() -> None:
+    for schema in (
+        {"type": "integer", "minimum": 0, "maximum": 100_000},
+        {"type": "integer", "minimum": 1, "maximum": 5},
+        {"type": "number"},
+        {"type": "string", "maxLength": 24},
+        {"type": "string", "format": "date"},
+        {"type": "boolean"},
+    ):
+        listed, any_of = both(schema)
+        if schema["type"] != "boolean":  # extract copies strings and numbers only
+            assert extract_kind(any_of) == extract_kind(listed)
+        assert date_format(any_of) == date_format(listed)
+        assert answer_field(any_of) == answer_field(listed)
+        assert schema_kind(any_of) == schema_kind(listed)
+        assert schema_options(any_of) == schema_options(listed)
+        assert schema_type(any_of) == schema_type(listed)
+    # what went wrong before: an Optional[int] extract copied text spans (never an integer, so
+    # always null), an Optional[str] answer was stored as JSON text ('"Dublin"')
+    assert extract_kind(PYDANTIC["amount"]) == "numbers"
+    assert date_format(PYDANTIC["when"]) == "date"
+    assert answer_field(PYDANTIC["city"]).dtype == pl.String
+    assert answer_field(PYDANTIC["city"]).cell("Dublin") == "Dublin"
+    assert answer_field(PYDANTIC["amount"]).dtype == pl.Int64
+    assert schema_kind(PYDANTIC["approved"]) == "boolean"
+    assert schema_options(PYDANTIC["approved"]) == 3  # true, false, null
+    assert schema_options({"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]}) == 3
+
+
+def test_a_reference_branch_stays_json() -> None:
+    schema = {"anyOf": [{"$ref": "#/$defs/Sub"}, {"type": "null"}], "default": None}
+    assert answer_field(schema).kind == "json"
