@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from decide.schemas.nullable import without_null
+from decide.schemas.nullable import value_schema
 
 MIN_LABELS = 50  # labels a question needs for a map of its own
 MIN_POOL = 20  # labels a kind needs for a pooled map; below it: identity
@@ -45,7 +45,7 @@ THRESHOLDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99)  # risk–coverage
 
 def schema_kind(schema: Any) -> str:
     """The calibration kind of a question schema (one of `KINDS`)."""
-    schema, _ = without_null(schema)
+    schema, _ = value_schema(schema)
     if not isinstance(schema, dict):
         return "other"
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
@@ -137,7 +137,7 @@ def _tempered(z: np.ndarray, temperature: float, offset: Any) -> np.ndarray:
 
 def schema_options(schema: Any) -> int:
     """K, the number of values a finite question's schema admits (2 where unknown)."""
-    schema, null_branch = without_null(schema)
+    schema, null_branch = value_schema(schema)
     if not isinstance(schema, dict):
         return 2
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)

@@ -2,9 +2,11 @@
 
 `integer` → Int64, `number` → Float64, `boolean` → Boolean, `string` → String; `enum`/`const`
 take the type their values share; objects with `properties` become structs, arrays with one
-`items` schema become lists; a type list with `null` stays nullable. Anything whose values do not
-share one parquet type (mixed unions, tuples, `$ref`s, free objects) is stored as its compact JSON
-text in a String field; `answers_json` always holds every value exactly.
+`items` schema become lists; a type list with `null`, or a `null` branch beside one other,
+stays nullable; bare local `$ref`s (how Pydantic writes enums and nested models) are followed.
+Anything whose values do not share one parquet type (mixed unions, tuples, models that contain
+themselves, free objects) is stored as its compact JSON text in a String field; `answers_json`
+always holds every value exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from decide.schemas.nullable import only_null
+from decide.schemas.nullable import ANNOTATIONS, deref, only_null
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,22 @@ def _kind_of(value: Any) -> str:
     return "composite"
 
 
-def answer_field(schema: Any) -> Field:
-    """How values of `schema` are stored (JSON text when they share no parquet type)."""
+def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = frozenset()) -> Field:
+    """How values of `schema` are stored (JSON text when they share no parquet type). Bare local
+    references (`{"$ref": "#/$defs/Severity"}`, Pydantic's enums and models) are followed in
+    `root` (default: `schema`); a model that contains itself is JSON text."""
+    root = schema if root is None else root
+    if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
+        if schema["$ref"] in expanding:
+            return JSON
+        expanding = expanding | {schema["$ref"]}
+        schema = deref(schema, root)
     if not isinstance(schema, dict):
         return JSON
+
+    def field(sub: Any) -> Field:
+        return answer_field(sub, root, expanding)
+
     if "const" in schema:
         return _scalar({_kind_of(schema["const"])}) or JSON
     if isinstance(schema.get("enum"), list):
@@ -84,7 +98,7 @@ def answer_field(schema: Any) -> Field:
     for key in ("anyOf", "oneOf"):
         if key in schema:
             # a null branch adds no type: every field is nullable (`anyOf: [X, {type: null}]`)
-            fields = {answer_field(b) for b in schema[key] if not only_null(b)}
+            fields = {field(b) for b in schema[key] if not only_null(b)}
             return fields.pop() if len(fields) == 1 else JSON
     kind = schema.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
@@ -96,13 +110,13 @@ def answer_field(schema: Any) -> Field:
             or schema.get("additionalProperties") is not False
         ):
             return JSON
-        children = tuple((name, answer_field(sub)) for name, sub in props.items())
+        children = tuple((name, field(sub)) for name, sub in props.items())
         return Field("struct", pl.Struct({n: f.dtype for n, f in children}), children)
     if kinds - {"null"} == {"array"}:
         items = schema.get("items")
         if "prefixItems" in schema or not isinstance(items, dict):
             return JSON
-        item = answer_field(items)
+        item = field(items)
         return Field("list", pl.List(item.dtype), (("item", item),))
     return _scalar(kinds) or JSON
 

@@ -24,7 +24,7 @@ import celpy
 import lark
 from celpy import celtypes
 
-from decide.schemas.nullable import without_null
+from decide.schemas.nullable import value_schema
 
 NUMERIC = ("int", "double")
 SCHEMA_TYPES = {"boolean": "bool", "integer": "int", "number": "double", "string": "string"}
@@ -51,7 +51,7 @@ class CelType:
 
 def schema_type(schema: Any) -> CelType | None:
     """The CEL type of a question's answers, or None when its schema has none we read."""
-    schema, null_branch = without_null(schema)
+    schema, null_branch = value_schema(schema)
     if not isinstance(schema, dict):
         return None
     if "const" in schema or "enum" in schema:

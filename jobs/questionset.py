@@ -31,7 +31,7 @@ from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import SchemaError
 from decide.schemas.dates import DatePolicy, DocumentDates, date_format
 from decide.schemas.drafts import normalize
-from decide.schemas.nullable import without_null
+from decide.schemas.nullable import value_schema
 from decide.schemas.rules import RuleSet, compile_rules
 from decide.schemas.span import DocumentNumbers, DocumentSpans, NoSpan, SpanSlot, extract_kind
 
@@ -200,7 +200,7 @@ class QuestionSet:
 
 def _max_length(schema: Any) -> int | None:
     """A span question's `maxLength` (of its non-null branch), None when it has none."""
-    branch, _ = without_null(schema)
+    branch, _ = value_schema(schema)
     return branch.get("maxLength") if isinstance(branch, dict) else None
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from dateutil import parser as dateutil_parser
 
-from .nullable import without_null
+from .nullable import value_schema
 from .vocab import Vocabulary
 
 ORDERS = ("refuse", "day_first", "month_first")
@@ -59,7 +59,7 @@ class DatePolicy:
 
 def date_format(schema: Any) -> str | None:
     """`date` or `date-time` when an extract question's schema asks for one, else None."""
-    schema, _ = without_null(schema)
+    schema, _ = value_schema(schema)
     if isinstance(schema, dict) and schema.get("format") in ("date", "date-time"):
         kind = schema.get("type")
         if kind is None or kind == "string" or (isinstance(kind, list) and "string" in kind):

@@ -1,16 +1,21 @@
-"""The "a value or null" idiom of JSON Schema, read alike in both its spellings.
+"""What a question's non-null values are, however its schema spells them.
 
 `{"type": ["integer", "null"]}` and `{"anyOf": [{"type": "integer"}, {"type": "null"}]}` admit
 the same values; the second is what Pydantic writes for `Optional[int]` (with a `title` and a
-`default` beside it), so most schemas users bring spell it that way. The masks compile both
-alike; the code that reads a question's kind from its schema's `type` (what an extract question
-copies, its output column, its calibration kind, a derived answer's CEL type, rules over integer
-questions) takes the one non-null branch of the second spelling with `without_null` first.
+`default` beside it), and Pydantic writes an enum or a nested model as a local reference,
+`{"$ref": "#/$defs/Severity"}` (or `anyOf` of one and null), so most schemas users bring spell
+things that way. The masks compile every spelling alike (`keywords.py`); the code that reads a
+question's kind from its schema's `type` or `enum` (what an extract question copies, its output
+column, its calibration kind, a derived answer's CEL type, rules over integer questions) reads
+`value_schema` instead: the one non-null branch, references followed.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
+
+MAX_HOPS = 16  # references followed in a row before giving up (a cycle of bare references)
 
 # Keywords that do not constrain values: beside an `anyOf`/`oneOf` they leave it the whole schema.
 ANNOTATIONS = frozenset(
@@ -48,3 +53,34 @@ def without_null(schema: Any) -> tuple[Any, bool]:
     if len(values) != 1 or len(values) == len(branches):
         return schema, False
     return values[0], True
+
+
+def deref(schema: Any, root: Any) -> Any:
+    """`schema`, or what it points to in `root` when it is a bare local reference (`$ref` to
+    `#/…` with only annotations beside it), followed up to `MAX_HOPS` times; a reference that
+    points nowhere is left as it is (the compiler refuses it with a pointer)."""
+    for _ in range(MAX_HOPS):
+        if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"$ref"}:
+            return schema
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return schema
+        target: Any = root
+        for part in ref[2:].split("/"):
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                return schema
+        schema = target
+    return schema
+
+
+def value_schema(schema: Any, root: Any = None) -> tuple[Any, bool]:
+    """The schema of `schema`'s non-null values and whether a null branch was split off
+    (`without_null`), bare local references followed in `root` (default: `schema`)."""
+    root = schema if root is None else root
+    branch, null = without_null(deref(schema, root))
+    return deref(branch, root), null

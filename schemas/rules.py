@@ -38,7 +38,7 @@ import numpy as np
 from decide.engine.constraints import InfeasibleSlot
 
 from .errors import EmptySchema, UnsupportedSchema
-from .nullable import without_null
+from .nullable import value_schema
 from .rule_parse import Atom, Parser, Rule, atoms_of, evaluate
 from .slot import CompiledSlot, SlotState, compile_slot
 
@@ -228,7 +228,7 @@ class RuleSet:
 
 
 def _integer_question(schema: Any) -> bool:
-    schema, _ = without_null(schema)
+    schema, _ = value_schema(schema)
     kind = schema.get("type") if isinstance(schema, dict) else None
     return kind == "integer" or (isinstance(kind, list) and set(kind) <= {"integer", "null"})
 

@@ -37,7 +37,7 @@ import numpy as np
 from decide.engine.constraints import InfeasibleSlot, bitmask_width
 
 from .errors import UnsupportedSchema
-from .nullable import without_null
+from .nullable import value_schema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .units import unit_places
 from .vocab import Vocabulary
@@ -62,7 +62,7 @@ def extract_kind(schema: Any) -> str:
     schema)."""
     if schema is False:
         raise UnsupportedSchema("", "extract", "the schema admits no value")
-    schema, _ = without_null(schema)  # `anyOf: [X, {type: null}]` copies what X copies
+    schema, _ = value_schema(schema)  # `anyOf: [X, {type: null}]` copies what X copies
     kind = schema.get("type") if isinstance(schema, dict) else None
     kinds = [kind] if isinstance(kind, str) else kind
     if kinds is None or "string" in kinds:

@@ -1,13 +1,15 @@
 """`anyOf: [X, {type: null}]` (Pydantic's `Optional[X]`) is read as X-or-null everywhere a
-question's kind comes from its schema's `type`, as `type: [X, null]` always was."""
+question's kind comes from its schema's `type`, as `type: [X, null]` always was; bare local
+references (Pydantic's enums and nested models) are followed."""
 
 from __future__ import annotations
 
 from datetime import date
+from enum import Enum
 from typing import Any
 
 import polars as pl
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from decide.jobs.calibration import schema_kind, schema_options
 from decide.jobs.columns import answer_field
@@ -87,6 +89,52 @@ def test_both_spellings_are_read_alike() -> None:
     assert schema_options({"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]}) == 3
 
 
-def test_a_reference_branch_stays_json() -> None:
-    schema = {"anyOf": [{"$ref": "#/$defs/Sub"}, {"type": "null"}], "default": None}
-    assert answer_field(schema).kind == "json"
+class Severity(str, Enum):
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+class Contact(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # additionalProperties: false, so a struct
+    name: str | None = None
+    phone: str | None = None
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    children: list[Node] = []
+
+
+class Ticket(BaseModel):
+    severity: Severity
+    maybe_severity: Severity | None = None
+    contact: Contact | None = None
+    tree: Node
+
+
+def question_schemas(model: type[BaseModel]) -> dict[str, Any]:
+    """Each property as a question schema of its own, with the model's `$defs` beside it (how a
+    job spec built from a Pydantic model carries them)."""
+    schema = model.model_json_schema()
+    return {k: {**v, "$defs": schema["$defs"]} for k, v in schema["properties"].items()}
+
+
+def test_local_references_are_followed() -> None:
+    q = question_schemas(Ticket)
+    assert "$ref" in str(q["severity"]) and "$ref" in str(q["maybe_severity"])
+    for qid in ("severity", "maybe_severity"):
+        assert answer_field(q[qid]).dtype == pl.String  # was JSON text: '"medium"'
+        assert answer_field(q[qid]).cell("medium") == "medium"
+        assert schema_kind(q[qid]) == "enum"
+        assert extract_kind(q[qid]) == "spans"
+    assert schema_options(q["severity"]) == 3 and schema_options(q["maybe_severity"]) == 4
+    contact = answer_field(q["contact"])
+    assert contact.dtype == pl.Struct({"name": pl.String, "phone": pl.String})
+    assert contact.cell({"name": "Ana", "phone": None}) == {"name": "Ana", "phone": None}
+    # a model that contains itself is expanded once, its inner copy kept as JSON text
+    tree = answer_field(q["tree"])
+    assert tree.dtype == pl.Struct({"label": pl.String, "children": pl.List(pl.String)})
+    # a reference that points nowhere is left for the compiler to refuse with its pointer
+    assert answer_field({"$ref": "#/$defs/Missing"}).kind == "json"
