@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from decide.schemas.nullable import ANNOTATIONS, deref, only_null
+from decide.schemas.nullable import deref, only_null
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,12 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
     references (`{"$ref": "#/$defs/Severity"}`, Pydantic's enums and models) are followed in
     `root` (default: `schema`); a model that contains itself is JSON text."""
     root = schema if root is None else root
-    if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
-        if schema["$ref"] in expanding:
+    followed = deref(schema, root)
+    if followed is not schema:
+        ref = _reference(schema)
+        if ref in expanding:
             return JSON
-        expanding = expanding | {schema["$ref"]}
-        schema = deref(schema, root)
+        expanding, schema = expanding | {ref}, followed
     if not isinstance(schema, dict):
         return JSON
 
@@ -119,6 +120,15 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
         item = field(items)
         return Field("list", pl.List(item.dtype), (("item", item),))
     return _scalar(kinds) or JSON
+
+
+def _reference(schema: dict[str, Any]) -> str:
+    """What a bare reference (or an `allOf` of one) names, to notice a model inside itself."""
+    while isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
+        if not isinstance(schema["allOf"][0], dict):
+            break
+        schema = schema["allOf"][0]
+    return str(schema.get("$ref", json.dumps(schema, sort_keys=True)))
 
 
 def answer_fields(schemas: Mapping[str, list[Any]]) -> dict[str, Field]:

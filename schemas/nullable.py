@@ -57,10 +57,17 @@ def without_null(schema: Any) -> tuple[Any, bool]:
 
 def deref(schema: Any, root: Any) -> Any:
     """`schema`, or what it points to in `root` when it is a bare local reference (`$ref` to
-    `#/…` with only annotations beside it), followed up to `MAX_HOPS` times; a reference that
-    points nowhere is left as it is (the compiler refuses it with a pointer)."""
+    `#/…` with only annotations beside it) or an `allOf` of one schema (Pydantic 1's way of
+    giving a reference a description), followed up to `MAX_HOPS` times; a reference that points
+    nowhere is left as it is (the compiler refuses it with a pointer)."""
     for _ in range(MAX_HOPS):
-        if not isinstance(schema, dict) or set(schema) - ANNOTATIONS != {"$ref"}:
+        if not isinstance(schema, dict):
+            return schema
+        keys = set(schema) - ANNOTATIONS
+        if keys == {"allOf"} and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
+            schema = schema["allOf"][0]
+            continue
+        if keys != {"$ref"}:
             return schema
         ref = schema["$ref"]
         if not isinstance(ref, str) or not ref.startswith("#/"):

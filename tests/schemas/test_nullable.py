@@ -136,5 +136,9 @@ def test_local_references_are_followed() -> None:
     # a model that contains itself is expanded once, its inner copy kept as JSON text
     tree = answer_field(q["tree"])
     assert tree.dtype == pl.Struct({"label": pl.String, "children": pl.List(pl.String)})
+    # Pydantic 1 gave a reference a description through an allOf of one
+    v1 = {"allOf": [{"$ref": "#/definitions/Severity"}], "description": "How bad?",
+          "definitions": {"Severity": {"enum": ["low", "high"], "type": "string"}}}  # fmt: skip
+    assert answer_field(v1).dtype == pl.String and schema_kind(v1) == "enum"
     # a reference that points nowhere is left for the compiler to refuse with its pointer
     assert answer_field({"$ref": "#/$defs/Missing"}).kind == "json"
