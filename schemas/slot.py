@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -111,12 +111,47 @@ class CompiledSlot:
                     self.value_tokens.append(ids)
                     kept.append(text)
             self.values = kept
+        if language.dfa.accepts_ignoring_counts(b"null") and not self._spells_not_null(
+            language, vocab, max_tokens
+        ):
+            raise UnsupportedSchema(
+                "",
+                "schema",
+                "only null can be spelled with this vocabulary, no other value of this schema "
+                "(e.g. upper case in an uncased vocabulary): the question would always answer "
+                "null",
+            )
         # The length a block lays the slot out with first (`new_constraint(first=True)`).
         self.first_length = (
             self.length
             if self.values is not None or self.length <= GROW_FROM
             else max(GROW_FROM, self.min_length)
         )
+
+    def _spells_not_null(self, language: Language, vocab: Vocabulary, max_tokens: int) -> bool:
+        """Whether some value other than null is spelled within `max_tokens` tokens (true too
+        when the schema has no other value at all: `{type: null}` is what it says)."""
+        if self.values is not None:
+            return any(v != "null" for v in self.values) or language.values(2) == ["null"]
+        if self.length > 4:  # null is spelled in at most 4 tokens: a longer path is another value
+            return True
+        # A JSON value that starts with "n" is null: without that first byte, what is left.
+        dfa = language.dfa
+        trans = dfa.trans.copy()
+        trans[0, ord("n")] = -1
+        other = TokenAutomaton(replace(dfa, trans=trans), vocab)
+        reach = np.zeros(other.n_states, dtype=bool)
+        reach[other.start] = True
+        for _ in range(max_tokens):
+            nxt = np.zeros_like(reach)
+            nxt[other.pair_dst[reach[other.pair_src]]] = True
+            if nxt[other.accepting].any():
+                return True
+            if not nxt.any():
+                break
+            reach = nxt
+        # Nothing else is spelled: refused, unless the schema admits null alone ({type: null}).
+        return bool(np.all(np.flatnonzero(dfa.trans[0] >= 0) == ord("n")))
 
     # DP primitives over product states (index n = DONE, the filler tail) ---------------------
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from datetime import date
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from pydantic import BaseModel, ConfigDict
+from tokenizers import Tokenizer
 
 from decide.jobs.calibration import schema_kind, schema_options
 from decide.jobs.columns import answer_field
 from decide.jobs.derive import schema_type
+from decide.schemas import UnsupportedSchema, Vocabulary, compile_slot
 from decide.schemas.dates import date_format
 from decide.schemas.nullable import only_null, without_null
 from decide.schemas.span import extract_kind
@@ -142,3 +146,33 @@ def test_local_references_are_followed() -> None:
     assert answer_field(v1).dtype == pl.String and schema_kind(v1) == "enum"
     # a reference that points nowhere is left for the compiler to refuse with its pointer
     assert answer_field({"$ref": "#/$defs/Missing"}).kind == "json"
+
+
+WORDPIECE = Path(__file__).parents[2] / "decide" / "model" / "tokenizer.json"  # uncased
+
+
+def test_a_question_that_could_only_answer_null_is_refused() -> None:
+    """With an uncased vocabulary an Optional upper-case code or date-time (RFC 3339's "T") has
+    null as its only spellable value: refused, as the same schema without null always was,
+    instead of answering null for every document."""
+    tokenizer = Tokenizer.from_file(str(WORDPIECE))
+    vocab = Vocabulary.from_tokenizer(tokenizer, excluded={tokenizer.get_vocab_size()})
+    code = {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"}
+    stamp = {"type": "string", "format": "date-time"}
+    for schema in (code, stamp):
+        for nullable in (
+            {"anyOf": [schema, {"type": "null"}]},
+            {**schema, "type": ["string", "null"]},
+        ):
+            with pytest.raises(UnsupportedSchema, match="only null can be spelled"):
+                compile_slot(nullable, vocab)
+    with pytest.raises(UnsupportedSchema, match="only null can be spelled"):
+        compile_slot({"enum": [None, "ABC"]}, vocab)
+    for fine in (
+        {"type": "null"},  # null alone is what it asks for
+        {"enum": [None, "abc"]},
+        {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9999}, {"type": "null"}]},
+        {"type": ["string", "null"], "maxLength": 2},
+        {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
+    ):
+        compile_slot(fine, vocab)
