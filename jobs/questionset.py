@@ -283,7 +283,7 @@ class QuestionBook:
         kinds = {}
         for q in questions:
             if q.extract:
-                kind = extract_kind(q.schema)
+                kind = extract_kind(q.schema, q.slot)
                 if kind == "dates":
                     kind = f"dates:{date_format(q.schema)}"
                 elif q.unit is not None:

@@ -18,7 +18,7 @@ from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json, key_rank
 from .drafts import VALIDATORS
-from .errors import MalformedSchema, UnsupportedSchema, child
+from .errors import EmptySchema, MalformedSchema, UnsupportedSchema, child
 from .shapes import EMPTY, MAX_DIVISOR, Conj, Lang, Shapes, literal, union
 
 STRUCTURAL = {
@@ -176,11 +176,7 @@ class KeywordCompiler(Shapes):
                     (ptr, {k: v for k, v in settled[i][1].items() if k != "anyOf"}),
                     *settled[i + 1 :],
                 ]
-                branches = [
-                    self.node([*rest, (child(ptr, "anyOf", j), b)], refs)
-                    for j, b in enumerate(s["anyOf"])
-                ]
-                return union(branches)
+                return union(self.any_of(rest, ptr, s["anyOf"], refs))
         for i, (_, s) in enumerate(flat):
             if "oneOf" in s:
                 return self.one_of(flat, i, refs)
@@ -343,6 +339,28 @@ class KeywordCompiler(Shapes):
             )
         keep = [t.decode("utf-8") for t in texts if self.valid(conj, json.loads(t))]
         return Lang(literal(keep).build, base.complete)
+
+    def any_of(self, rest: Conj, ptr: str, branches: Any, refs: tuple[str, ...]) -> list[Lang]:
+        """The languages of an `anyOf`'s branches, each with `rest`. A branch that uses what the
+        compiler refuses (a lookaround in Pydantic's `Decimal` pattern) is left out, as long as
+        another compiles: the others' values stay valid, and `decide validate` says what was
+        left out. Only when every branch is refused is the first refusal raised."""
+        out: list[Lang] = []
+        refused: list[UnsupportedSchema] = []
+        for j, branch in enumerate(branches):
+            where = child(ptr, "anyOf", j)
+            try:
+                out.append(self.node([*rest, (where, branch)], refs))
+            except UnsupportedSchema as exc:
+                if isinstance(exc, EmptySchema):
+                    raise
+                refused.append(exc)
+                self.cuts[f"{where or '#'}: this anyOf branch's values ({exc})"] = None
+                self.omit(where, exc.keyword, f"this anyOf branch's values: {exc.message}")
+                out.append(Lang(EMPTY.build, False))
+        if len(refused) == len(out):
+            raise refused[0]
+        return out
 
     def one_of(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang:
         ptr, _ = flat[i]

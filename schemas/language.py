@@ -44,7 +44,7 @@ class Language:
     draft: str = "2020-12"  # the draft `$schema` names; `validator` is that draft's class
     normalized: Any = field(default=None, repr=False)  # the schema in 2020-12 form
     warnings: list[Warning] = field(default_factory=list)  # unknown keywords, ignored
-    cuts: list[str] = field(default_factory=list)  # depth limits that left values out
+    cuts: list[str] = field(default_factory=list)  # depth limits, anyOf branches: values left out
     omitted: tuple[str, str, str] | None = None  # (pointer, keyword, why) of a left-out part
 
     def __getstate__(self) -> dict[str, Any]:

@@ -54,17 +54,22 @@ class NoSpan(ValueError):
     """No span of the document is a value of the question's schema."""
 
 
-def extract_kind(schema: Any) -> str:
+def extract_kind(schema: Any, slot: CompiledSlot | None = None) -> str:
     """What an extract question copies from its document, by its schema's `type`: "spans" (a
     schema that admits strings, or names no type), "dates" (such a schema with `format: date`
     or `date-time`: dates read into ISO, `schemas.dates`) or "numbers" (one that admits integers
     or numbers but no strings). A schema that admits neither is refused (the pointer is into the
-    schema)."""
+    schema). With its compiled `slot`, strings and numbers are what the slot's language admits:
+    a union whose string branch the compiler left out (Pydantic's `Decimal`) copies numbers."""
     if schema is False:
         raise UnsupportedSchema("", "extract", "the schema admits no value")
     schema, _ = value_schema(schema)  # `anyOf: [X, {type: null}]` copies what X copies
     kind = schema.get("type") if isinstance(schema, dict) else None
     kinds = [kind] if isinstance(kind, str) else kind
+    if slot is not None:  # a JSON value's first byte says its type
+        first = slot.language.dfa.trans[0]
+        if first[ord('"')] < 0 and (first[[ord(c) for c in "-0123456789"]] >= 0).any():
+            return "numbers"
     if kinds is None or "string" in kinds:
         dated = isinstance(schema, dict) and schema.get("format") in ("date", "date-time")
         return "dates" if dated else "spans"  # dates are read into ISO (`schemas.dates`)

@@ -3,9 +3,10 @@
 `check_questions([(id, schema), …], vocab)` compiles each schema (with the vocabulary when one is
 given, so the slot length in tokens is known) and never raises for a bad schema: each question gets
 a `QuestionReport` with the draft its `$schema` names, the unknown keywords ignored as annotations
-(`warnings`; `strict=True` refuses them instead), the depth limits that left values out (`cuts`),
-or the refusal's JSON pointer, keyword and message. `render_table` prints them as a fixed-width
-text table for the CLI, followed by one line per warning.
+(`warnings`; `strict=True` refuses them instead), the cuts that left values out (`cuts`: depth
+limits, `anyOf` branches the compiler refuses), or the refusal's JSON pointer, keyword and
+message. `render_table` prints them as a fixed-width text table for the CLI, followed by one
+line per warning.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class QuestionReport:
     message: str | None = None
     draft: str | None = None  # the draft the schema was read as ("2020-12", "draft-07", …)
     warnings: tuple[str, ...] = ()  # unknown keywords ignored as annotations
-    cuts: tuple[str, ...] = ()  # depth limits (recursion, unconstrained values) that apply
+    cuts: tuple[str, ...] = ()  # depth limits and anyOf branches left out (values not spelled)
 
 
 def check_questions(
@@ -96,10 +97,10 @@ def render_table(reports: list[QuestionReport]) -> str:
             if r.warnings:
                 detail.append(f"{len(r.warnings)} unknown keywords ignored")
             if r.cuts:
-                detail.append("depth limited")
+                detail.append("some values left out")
             rows.append((r.question_id, "supported", slot, ", ".join(detail)))
             notes += [f"warning: {r.question_id}: {w}" for w in r.warnings]
-            notes += [f"depth: {r.question_id}: {c}" for c in r.cuts]
+            notes += [f"left out: {r.question_id}: {c}" for c in r.cuts]
         else:
             rows.append((r.question_id, "refused", "-", f"{r.pointer} {r.keyword}: {r.message}"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]

@@ -184,7 +184,7 @@ def test_validate_reports_draft_warnings_and_depth() -> None:
     table = render_table(reports)
     assert "draft draft-07" in table and "1 unknown keywords ignored" in table
     assert "warning: d7: /nullable nullable: unknown keyword" in table
-    assert "depth: tree: arrays/objects inside an unconstrained value" in table
+    assert "left out: tree: arrays/objects inside an unconstrained value" in table
     strict = check_questions(questions, strict=True)
     assert not strict[0].supported and strict[0].keyword == "nullable"
 

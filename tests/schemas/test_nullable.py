@@ -4,7 +4,9 @@ references (Pydantic's enums and nested models) are followed."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from decide.schemas import UnsupportedSchema, Vocabulary, compile_slot
 from decide.schemas.dates import date_format
 from decide.schemas.nullable import only_null, without_null
 from decide.schemas.span import extract_kind
+from decide.schemas.validate import check_questions, render_table
 
 
 class Claim(BaseModel):
@@ -176,3 +179,29 @@ def test_a_question_that_could_only_answer_null_is_refused() -> None:
         {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
     ):
         compile_slot(fine, vocab)
+
+
+class Priced(BaseModel):
+    price: Decimal
+    discount: Decimal | None = None
+
+
+def test_an_anyof_branch_the_compiler_refuses_is_left_out() -> None:
+    """Pydantic's Decimal is a number or a string whose pattern has a lookahead: the string
+    branch is left out (said so by `decide validate`), numbers are answered, and an extract
+    question copies the document's numbers; every branch refused refuses the question."""
+    tokenizer = Tokenizer.from_file(str(WORDPIECE))
+    vocab = Vocabulary.from_tokenizer(tokenizer, excluded={tokenizer.get_vocab_size()})
+    schemas = Priced.model_json_schema()["properties"]
+    assert "(?!" in json.dumps(schemas["price"])  # what made it refused before
+    for qid, schema in schemas.items():
+        slot = compile_slot(schema, vocab)
+        assert any("anyOf/1: this anyOf branch's values" in c for c in slot.language.cuts)
+        assert slot.language.dfa.accepts(b"19.99") and not slot.language.dfa.accepts(b'"19.99"')
+        assert slot.language.dfa.accepts(b"null") == (qid == "discount")
+        assert extract_kind(schema) == "spans" and extract_kind(schema, slot) == "numbers"
+    (report,) = check_questions([("price", schemas["price"])], vocab)
+    assert report.supported and "left out: price: /anyOf/1" in render_table([report])
+    lookahead = {"type": "string", "pattern": "^(?!a)b+$"}
+    with pytest.raises(UnsupportedSchema, match="lookaround"):
+        compile_slot({"anyOf": [lookahead, {**lookahead, "minLength": 2}]}, vocab)
