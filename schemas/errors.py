@@ -9,6 +9,9 @@ that `jsonschema` rejects: that is a bug in this package, never a user error.
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import unquote
+
 
 class SchemaError(ValueError):
     """A schema that cannot be compiled; `pointer` is a JSON pointer into the question schema."""
@@ -46,3 +49,18 @@ def child(pointer: str, *parts: str | int) -> str:
     for part in parts:
         out += "/" + str(part).replace("~", "~0").replace("/", "~1")
     return out
+
+
+def pointed_at(root: Any, pointer: str) -> Any:
+    """What the JSON pointer `pointer` ("/a/0", URI-escaped parts allowed, "" the root) names
+    in `root`; `LookupError` when it names nothing."""
+    found = root
+    for raw in pointer.split("/")[1:]:
+        part = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(found, dict) and part in found:
+            found = found[part]
+        elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
+            found = found[int(part)]
+        else:
+            raise LookupError(pointer)
+    return found

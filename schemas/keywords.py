@@ -18,7 +18,7 @@ from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json, key_rank
 from .drafts import VALIDATORS
-from .errors import EmptySchema, MalformedSchema, UnsupportedSchema, child
+from .errors import EmptySchema, MalformedSchema, UnsupportedSchema, child, pointed_at
 from .shapes import EMPTY, MAX_DIVISOR, Conj, Lang, Shapes, literal, union
 
 STRUCTURAL = {
@@ -115,18 +115,10 @@ class KeywordCompiler(Shapes):
             if frag not in self.anchors:
                 raise MalformedSchema(ptr, "$ref", f"no $anchor named {frag!r}")
             frag = self.anchors[frag]
-        target: Any = self.root
-        from urllib.parse import unquote
-
-        for part in frag.split("/")[1:]:
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise MalformedSchema(ptr, "$ref", f"{ref} points nowhere")
-        return frag, target
+        try:
+            return frag, pointed_at(self.root, frag)
+        except LookupError:
+            raise MalformedSchema(ptr, "$ref", f"{ref} points nowhere") from None
 
     def valid(self, conj: Conj, value: Any) -> bool:
         return all(self.validator.evolve(schema=s).is_valid(value) for _, s in conj)

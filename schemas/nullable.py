@@ -13,7 +13,8 @@ column, its calibration kind, a derived answer's CEL type, rules over integer qu
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote
+
+from .errors import pointed_at
 
 MAX_HOPS = 16  # references followed in a row before giving up (a cycle of bare references)
 
@@ -72,16 +73,10 @@ def deref(schema: Any, root: Any) -> Any:
         ref = schema["$ref"]
         if not isinstance(ref, str) or not ref.startswith("#/"):
             return schema
-        target: Any = root
-        for part in ref[2:].split("/"):
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                return schema
-        schema = target
+        try:
+            schema = pointed_at(root, ref[1:])
+        except LookupError:
+            return schema
     return schema
 
 
