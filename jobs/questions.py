@@ -77,11 +77,11 @@ class QuestionCompiler:
             )
         if question.extract:
             check_extract_schema(question.schema_)
-            if question.unit is not None and extract_kind(question.schema_) != "numbers":
-                raise UnsupportedSchema(
-                    "/type", "unit", f"unit: {question.unit} needs a schema of numbers or integers"
-                )
         slot = compile_slot(question.schema_, self.vocabulary)
+        if question.unit is not None and extract_kind(question.schema_, slot) != "numbers":
+            raise UnsupportedSchema(
+                "/type", "unit", f"unit: {question.unit} needs a schema of numbers or integers"
+            )
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract,
             absent=question.absent, unit=question.unit,

@@ -253,6 +253,17 @@ def test_unit_needs_a_numeric_extract_question_and_enters_the_fingerprint(models
     with pytest.raises(SpecError, match=r"question 'days': schema refused: /type: unit"):
         run_job(parse_spec({"questions": [named]}), [path], tmp_path / "o",
                 model=models["llada"], progress=False)  # fmt: skip
+    # Pydantic's Decimal: a number or a pattern string whose lookahead the compiler leaves out,
+    # so what it copies is numbers and a unit applies
+    decimal = {
+        "anyOf": [{"type": "number"}, {"type": "string", "pattern": "^(?!^[-+.]*$)[0-9.]*$"}]
+    }
+    run_job(parse_spec({"questions": [{**DAYS, "schema": decimal}]}), [path], tmp_path / "d",
+            model=models["llada"], progress=False)  # fmt: skip
+    decided = read_answers(tmp_path / "d")  # compiled, not refused (decided or no number)
+    assert decided.height == 2
+    for answers in decided["answers_json"].drop_nulls():
+        assert isinstance(json.loads(answers).get("days", 0), int | float)
     plain = parse_spec({"questions": [{k: v for k, v in DAYS.items() if k != "unit"}]})
     assert parse_spec({"questions": [DAYS]}).fingerprint() != plain.fingerprint()
     assert "unit" not in plain.questions[0].as_dict()
