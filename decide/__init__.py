@@ -2,7 +2,8 @@
 
 Public names: `Decider` (decide documents from Python), `Decision`, `DecisionError` (what
 `Decider.decide` raises) and its `FailureKind`, `Question`, `JobSpec`,
-`load_spec`, `run_job` (a whole parquet job) and `JobResult`. They are imported on first use, so
+`load_spec`, `questions_from_model` (one question per field of a Pydantic model), `run_job` (a
+whole parquet job) and `JobResult`. They are imported on first use, so
 `import decide.schemas` (or the CLI's `--help`) does not load torch and the model code.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "JobSpec",
     "Question",
     "load_spec",
+    "questions_from_model",
     "run_job",
 ]
 

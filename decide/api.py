@@ -31,9 +31,46 @@ from decide.jobs.spec import JobSpec, Question, SpecError, load_spec, parse_spec
 from .report import write_report
 
 QuestionLike = Question | Mapping[str, Any]
+# Or a model class with `model_json_schema()` (Pydantic 2), or an object schema (their fields).
+Questions = Sequence[QuestionLike] | type | Mapping[str, Any]
+# What a property's schema may carry for its question (Pydantic's `json_schema_extra`).
+QUESTION_KEYS = ("extract", "absent", "unit", "derive")
 
 
-def _questions(questions: Sequence[QuestionLike]) -> list[Question]:
+def questions_from_model(model: type | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One question per property of a Pydantic model class (its `model_json_schema()`) or of a
+    JSON Schema of an object: `id` the property's name, `text` its `description` (else its
+    `title`, else its name), `schema` the property's schema with the model's `$defs` (or
+    `definitions`) beside it, so references to enums and nested models resolve. `extract`,
+    `absent`, `unit` and `derive` in a property's schema (`json_schema_extra`) move to its
+    question. Validate a decision with `Model.model_validate(decision.answers)`."""
+    schema = model.model_json_schema() if hasattr(model, "model_json_schema") else model
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping) or not properties:
+        raise SpecError(
+            f"questions: {getattr(model, '__name__', 'the schema')} has no properties to ask "
+            "(a Pydantic model class or a JSON Schema of an object is expected)"
+        )
+    shared = {k: schema[k] for k in ("$defs", "definitions", "$schema") if k in schema}
+    out = []
+    for name, prop in properties.items():
+        prop = dict(prop) if isinstance(prop, Mapping) else prop
+        question: dict[str, Any] = {"id": name}
+        if isinstance(prop, dict):
+            question["text"] = prop.get("description") or prop.get("title") or name
+            question.update({k: prop.pop(k) for k in QUESTION_KEYS if k in prop})
+            question["schema"] = {**prop, **shared}
+        else:  # a boolean schema
+            question.update(text=name, schema=prop)
+        out.append(question)
+    return out
+
+
+def _questions(questions: Questions) -> list[Question]:
+    if isinstance(questions, type) or (
+        isinstance(questions, Mapping) and "properties" in questions
+    ):
+        questions = questions_from_model(questions)
     spec = parse_spec(
         {"questions": [q if isinstance(q, Question) else dict(q) for q in questions]}, "questions"
     )
@@ -80,15 +117,17 @@ class Decider:
         )
         self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
 
-    def _compile(self, questions: Sequence[QuestionLike]) -> QuestionSet:
+    def _compile(self, questions: Questions) -> QuestionSet:
         try:
             return self.engine.questions(_questions(questions))
         except QuestionsRefused as exc:
             raise SpecError(spec_refusal(exc)) from exc
 
-    def decide(self, document: str, questions: Sequence[QuestionLike]) -> Decision:
+    def decide(self, document: str, questions: Questions) -> Decision:
         """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when
-        it cannot be decided. A partial decision (`partial`, see `errors`) is returned."""
+        it cannot be decided. A partial decision (`partial`, see `errors`) is returned.
+        `questions` may also be a Pydantic model class or an object schema: one question per
+        property (`questions_from_model`)."""
         decision = self.decide_many([document], questions)[0]
         if not decision.ok:
             kind = decision.kind or FailureKind.internal_error
@@ -100,7 +139,7 @@ class Decider:
     def decide_many(
         self,
         documents: Iterable[str] | Mapping[Any, str],
-        questions: Sequence[QuestionLike],
+        questions: Questions,
     ) -> list[Decision]:
         """Decide many documents against the same questions; decisions come back in input
         order (a mapping's keys become the decisions' `doc_id`, else the position)."""
@@ -141,5 +180,6 @@ __all__ = [
     "JobSpec",
     "Question",
     "load_spec",
+    "questions_from_model",
     "run_job",
 ]

@@ -1,0 +1,56 @@
+"""Questions from a Pydantic model: one per field, its description as the question, its schema
+as Pydantic writes it (Optional as anyOf with null, enums as `$defs` references), and the
+decision validates back into the model."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import pytest
+from pydantic import BaseModel, Field
+
+from decide import Decider, questions_from_model
+from decide.jobs.spec import SpecError
+
+
+class Kind(str, Enum):
+    auto = "auto"
+    home = "home"
+
+
+class Claim(BaseModel):
+    claimant: str = Field(max_length=24, description="Who claims?",
+                          json_schema_extra={"extract": True})  # fmt: skip
+    amount: int | None = Field(None, ge=0, le=100_000, json_schema_extra={"extract": True})
+    kind: Kind = Field(description="What kind of claim is it?")
+    eligible: bool
+
+
+def test_one_question_per_field_with_its_description_and_the_models_defs() -> None:
+    questions = {q["id"]: q for q in questions_from_model(Claim)}
+    assert list(questions) == ["claimant", "amount", "kind", "eligible"]
+    assert questions["claimant"]["text"] == "Who claims?"
+    assert questions["amount"]["text"] == "Amount"  # no description: the title
+    assert questions["claimant"]["extract"] and questions["amount"]["extract"]
+    assert "extract" not in questions["amount"]["schema"]  # moved to the question
+    assert questions["kind"]["schema"]["$ref"] == "#/$defs/Kind"
+    assert "Kind" in questions["kind"]["schema"]["$defs"]
+    as_schema = questions_from_model(Claim.model_json_schema())  # the same from its schema
+    assert as_schema == questions_from_model(Claim)
+    with pytest.raises(SpecError, match="has no properties to ask"):
+        questions_from_model({"type": "string"})
+
+
+def test_a_model_class_is_decided_and_validates_back(models) -> None:
+    decider = Decider(models["bert"], batch_size=4)
+    texts = {
+        f"c{i}": f"Claim {i} by Ann Lee: {1000 + 7 * i} dollars, car damage." for i in range(6)
+    }
+    decisions = decider.decide_many(texts, Claim)
+    for d in decisions:
+        assert d.ok, d.error
+        claim = Claim.model_validate(d.answers)
+        assert claim.claimant in texts[d.doc_id]
+        assert claim.amount is None or str(claim.amount) in texts[d.doc_id].replace(",", "")
+    one = decider.decide(texts["c0"], Claim)
+    assert set(one.answers) == {"claimant", "amount", "kind", "eligible"}
