@@ -118,7 +118,13 @@ class KeywordCompiler(Shapes):
         try:
             return frag, pointed_at(self.root, frag)
         except LookupError:
-            raise MalformedSchema(ptr, "$ref", f"{ref} points nowhere") from None
+            why = f"{ref} points nowhere"
+            if frag.startswith(("/$defs/", "/definitions/")):
+                why += (
+                    " in this question's schema (a field of a Pydantic model needs the model's "
+                    "$defs beside it: `decide.questions_from_model` puts them there)"
+                )
+            raise MalformedSchema(ptr, "$ref", why) from None
 
     def valid(self, conj: Conj, value: Any) -> bool:
         return all(self.validator.evolve(schema=s).is_valid(value) for _, s in conj)

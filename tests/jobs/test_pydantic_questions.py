@@ -41,6 +41,13 @@ def test_one_question_per_field_with_its_description_and_the_models_defs() -> No
         questions_from_model({"type": "string"})
 
 
+def test_a_field_copied_without_the_models_defs_is_refused_saying_what_to_do(models) -> None:
+    bare = dict(questions_from_model(Claim)[2])
+    bare["schema"] = {"$ref": "#/$defs/Kind"}
+    with pytest.raises(SpecError, match=r"#/\$defs/Kind points nowhere.*questions_from_model"):
+        Decider(models["bert"]).decide("A claim.", [bare])
+
+
 def test_a_model_class_is_decided_and_validates_back(models) -> None:
     decider = Decider(models["bert"], batch_size=4)
     texts = {
