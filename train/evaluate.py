@@ -173,7 +173,7 @@ class MamsReport:
     sentiment_baseline: Tally = field(default_factory=Tally)
     mention_baseline: Tally = field(default_factory=Tally)
     majority_sentiment: str = ""
-    failed_rows: int = 0
+    failed_rows: int = 0  # failed decisions of both passes (all aspects; aspect given)
 
 
 def evaluate_mams(engine: DecisionEngine, limit: int | None = None) -> MamsReport:
