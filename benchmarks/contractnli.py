@@ -154,6 +154,10 @@ def main() -> None:
         help="windows.questions: hypotheses per window (default: the ContractNLI spec's)",
     )  # fmt: skip
     parser.add_argument(
+        "--window-tokens", type=int, default=None,
+        help="windows.tokens: document tokens per window at most (default: all the block leaves)",
+    )  # fmt: skip
+    parser.add_argument(
         "--per-hypothesis", action="store_true",
         help="also a table of each hypothesis's accuracy against its majority label",
     )  # fmt: skip
@@ -182,6 +186,8 @@ def main() -> None:
         windows["confident"] = args.confident
     if args.window_questions is not None:
         windows["questions"] = args.window_questions
+    if args.window_tokens is not None:
+        windows["tokens"] = args.window_tokens
     base_spec = data.spec(split)
     decoding = {**base_spec.get("decoding", {}), **common.decoding_settings(args.decoding)}
     spec = parse_spec({**base_spec, "windows": windows, "decoding": decoding}, "contractnli")
@@ -197,6 +203,7 @@ def main() -> None:
         decisions, model = decide(docs, spec, args)
         seconds = time.perf_counter() - started
         how = (f"top_k={args.top_k}, confident={spec.windows.confident}, "
+               f"window tokens {spec.windows.tokens or 'what the block leaves'}, "
                f"{spec.windows.questions} hypotheses per window, batch size {args.batch_size}, "
                f"decoding {spec.decoding.model_dump(exclude_defaults=True)}")  # fmt: skip
     ok = [d for d in decisions if d.ok]

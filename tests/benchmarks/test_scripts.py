@@ -25,7 +25,7 @@ CASES = {
             "fp32", "--llama-layers", "1"],
     "train_precision": ["--steps", "1", "--batch-size", "1"],
     "extract": ["--words", "60", "--reps", "1", "--docs", "4"],
-    "contractnli": ["--split", "validation", "--docs", "1"],
+    "contractnli": ["--split", "validation", "--docs", "1", "--window-tokens", "200"],
     "rules": ["--docs", "2"],
     "step_profile": ["--docs", "2", "--batch-sizes", "2", "--max-steps", "0", "2"],
     "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation", "--decoding",
