@@ -262,7 +262,11 @@ def run(
     decided = result.ok + result.failed
     click.echo(
         f"decided {decided} of {result.total} documents ({result.ok} ok, {result.failed} failed"
-        + (f", {result.invalid} rows without doc_id" if result.invalid else "")
+        + (
+            f", {result.invalid} row{'s' * (result.invalid != 1)} without doc_id"
+            if result.invalid
+            else ""
+        )
         + (f", {result.skipped} from an earlier run" if result.skipped else "")
         + f") in {result.seconds:.1f}s"
     )

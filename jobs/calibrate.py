@@ -31,6 +31,8 @@ import jsonschema
 import numpy as np
 import polars as pl
 
+from decide.schemas.drafts import validator_class
+
 from . import calibration as cal
 from .manifest import Manifest
 from .spec import SpecError, parse_questions
@@ -150,7 +152,7 @@ def collect_labels(
                                        "answer to it")  # fmt: skip
                 continue
             schema = row_schemas.get(qid, True)
-            error = jsonschema.Draft202012Validator(schema).iter_errors(value)
+            error = validator_class(schema)(schema).iter_errors(value)
             first = next(error, None)
             if first is not None:
                 labels.messages.append(f"{where}: gold for {qid!r} skipped, invalid against the "

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import FormatChecker
 
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import SchemaError
 from decide.schemas.dates import DatePolicy, DocumentDates, date_format
-from decide.schemas.drafts import normalize
+from decide.schemas.drafts import Validator, normalize
 from decide.schemas.nullable import value_schema
 from decide.schemas.rules import RuleSet, compile_rules
 from decide.schemas.span import DocumentNumbers, DocumentSpans, NoSpan, SpanSlot, extract_kind
@@ -106,7 +106,7 @@ def decision_validator(questions: Sequence[CompiledQuestion], rules: Any = None)
     }
     if rules is not None:
         schema = {"allOf": [schema, rules]}
-    return Draft202012Validator(schema, format_checker=FormatChecker())
+    return Validator(schema, format_checker=FormatChecker())
 
 
 @dataclass(eq=False)
@@ -123,7 +123,7 @@ class QuestionSet:
     extract_kinds: dict[str, str]
     filler_id: int
     dates: DatePolicy
-    _validators: dict[tuple[str, ...], Draft202012Validator] = field(default_factory=dict)
+    _validators: dict[tuple[str, ...], Validator] = field(default_factory=dict)
 
     @property
     def asked(self) -> list[CompiledQuestion]:
@@ -139,7 +139,7 @@ class QuestionSet:
     def __iter__(self):
         return iter(self.questions)
 
-    def validator(self, present: Sequence[str] | None = None) -> Draft202012Validator:
+    def validator(self, present: Sequence[str] | None = None) -> Validator:
         """The decision object's schema (every question required, no other keys, the rules) over
         the questions in `present` (default: all), cached."""
         ids = tuple(q.id for q in self.questions) if present is None else tuple(present)

@@ -70,10 +70,10 @@ class Question(Strict):
                 f"unit: {self.unit!r} needs extract: true (the document's numbers are read)"
             )
         if self.absent is not None:
-            from jsonschema.validators import validator_for
+            from decide.schemas.drafts import validator_class
 
             schema = self.schema_
-            if not validator_for(schema)(schema).is_valid(self.absent):
+            if not validator_class(schema)(schema).is_valid(self.absent):
                 raise ValueError(f"absent: {self.absent!r} is not a value of the question's schema")
         return self
 

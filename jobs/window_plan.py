@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from jsonschema.validators import validator_for
+
+from decide.schemas.drafts import validator_class
 
 from .pack import Packer
 from .questions import CompiledQuestion
@@ -43,7 +44,7 @@ def absent_of(question: CompiledQuestion) -> tuple[bool, Any]:
     if question.absent is not None:
         return True, question.absent
     schema = question.schema
-    return (True, None) if validator_for(schema)(schema).is_valid(None) else (False, None)
+    return (True, None) if validator_class(schema)(schema).is_valid(None) else (False, None)
 
 
 def with_earlier(text: str, earlier: Mapping[str, Any]) -> str:

@@ -33,7 +33,9 @@ ignores them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote
 
@@ -53,13 +55,52 @@ DRAFT_URIS = {
     "2019-09": "https://json-schema.org/draft/2019-09/schema",
     "2020-12": "https://json-schema.org/draft/2020-12/schema",
 }
+
+
+def _exact(number: Any) -> Fraction | None:
+    """The exact rational a JSON number stands for: a float by the shortest decimal that reads
+    back as it (`repr`: 0.1 is 1/10, not the binary fraction nearest it); None when not finite."""
+    if isinstance(number, float):
+        return Fraction(repr(number)) if math.isfinite(number) else None
+    return Fraction(number)
+
+
+def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Any:
+    """`multipleOf` judged on the decimals as written, as the specification defines it ("division
+    by this keyword's value results in an integer") and Pydantic judges it: `jsonschema` divides
+    floats, so 0.3 is not a multiple of 0.1 there, nor 19.99 of 0.01."""
+    if not validator.is_type(instance, "number"):
+        return
+    value, step = _exact(instance), _exact(divisor)
+    if value is None or step is None or (value / step).denominator != 1:
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {divisor}")
+
+
+# Each draft's `jsonschema` validator with `multipleOf` judged exactly (above): the checker of
+# every answer, of the decision object and of the values the compiler enumerates.
 VALIDATORS: dict[str, Any] = {
-    "draft-04": validators.Draft4Validator,
-    "draft-06": validators.Draft6Validator,
-    "draft-07": validators.Draft7Validator,
-    "2019-09": validators.Draft201909Validator,
-    "2020-12": validators.Draft202012Validator,
+    name: validators.extend(cls, {"multipleOf": multiple_of})
+    for name, cls in {
+        "draft-04": validators.Draft4Validator,
+        "draft-06": validators.Draft6Validator,
+        "draft-07": validators.Draft7Validator,
+        "2019-09": validators.Draft201909Validator,
+        "2020-12": validators.Draft202012Validator,
+    }.items()
 }
+Validator = VALIDATORS["2020-12"]
+
+
+def validator_class(schema: Any) -> Any:
+    """The validator class of the draft `schema`'s `$schema` names (2020-12 without one), with
+    `multipleOf` judged exactly (`VALIDATORS`)."""
+    stock = validators.validator_for(schema, default=validators.Draft202012Validator)
+    for cls in VALIDATORS.values():
+        if cls.META_SCHEMA == stock.META_SCHEMA:
+            return cls
+    return Validator
+
+
 ORDER = list(DRAFT_URIS)
 DEFAULT = "2020-12"
 IGNORED = "x-decide-ignored"

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
 from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json, key_rank
 from .drafts import VALIDATORS
 from .errors import EmptySchema, MalformedSchema, UnsupportedSchema, child, pointed_at
-from .shapes import EMPTY, MAX_DIVISOR, Conj, Lang, Shapes, literal, union
+from .shapes import EMPTY, Conj, Lang, Shapes, decimal_divisor, literal, union
 
 STRUCTURAL = {
     "type",
@@ -80,7 +78,7 @@ class KeywordCompiler(Shapes):
         # `root` is the 2020-12 form; sub-schemas are checked with 2020-12 semantics and the
         # original draft's format checker (drafts.normalize keeps only formats it checks).
         checker = VALIDATORS[draft].FORMAT_CHECKER
-        self.validator = jsonschema.Draft202012Validator(root, format_checker=checker)
+        self.validator = VALIDATORS["2020-12"](root, format_checker=checker)
         self.rank = key_rank(root)
         self.cuts: dict[str, None] = {}
         self.omitted: tuple[str, str, str] | None = None
@@ -187,7 +185,7 @@ class KeywordCompiler(Shapes):
             for kw in s
             if kw in FILTERS
             and not (kw == "uniqueItems" and s[kw] is False)
-            and not (kw == "multipleOf" and _integral_divisor(s[kw]))
+            and not (kw == "multipleOf" and decimal_divisor(s[kw]) is not None)
         ]
         if filters and all(kw == "not" for _, kw in filters):
             built = self.negation(flat, refs)
@@ -431,14 +429,6 @@ _SCHEMA_ONE = (
     "unevaluatedItems",
     "unevaluatedProperties",
 )
-
-
-def _integral_divisor(value: Any) -> bool:
-    """multipleOf values built structurally (a remainder automaton); others are enumerated,
-    since jsonschema divides floats (0.3 is not a multiple of 0.1 there)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return float(value).is_integer() and 0 < value <= MAX_DIVISOR
 
 
 _MONOTONE_MAPS = ("properties", "patternProperties")

@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
+from .drafts import Validator
 from .errors import MalformedSchema, UnsupportedSchema
 
 ANNOTATIONS = {"title", "description", "$comment", "examples", "default"}
@@ -32,7 +31,7 @@ class Atom:
     key: str = field(compare=False, default="")
 
     def holds(self, value: Any) -> bool:
-        return jsonschema.Draft202012Validator(self.schema).is_valid(value)
+        return Validator(self.schema).is_valid(value)
 
 
 # A formula is ("and", [formulas]) | ("atom", index) | ("true",) | ("false",)

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -100,7 +101,11 @@ class Shapes:
         rx = numbers.integer_regex(lo, hi)
         if rx is None:
             return EMPTY
-        divisors = [int(s["multipleOf"]) for _, s in flat if "multipleOf" in s]
+        divisors = []  # x is a multiple of a / 10^p exactly when x·10^p is one of a
+        for _, s in flat:
+            if "multipleOf" in s:
+                a, p = decimal_divisor(s["multipleOf"])  # type: ignore[misc]
+                divisors.append(a // math.gcd(a, 10**p))
         if not divisors:
             return Lang(lambda nfa: full_language(nfa, rx, json=False), True)
         m = math.lcm(*divisors)
@@ -108,8 +113,18 @@ class Shapes:
         return Lang(lambda nfa: nfa.embed(dfa), True)
 
     def t_fraction(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
-        if any("multipleOf" in s for _, s in flat):
-            return EMPTY  # only integral divisors reach here, and no non-integer is a multiple
+        steps = [decimal_divisor(s["multipleOf"]) for _, s in flat if "multipleOf" in s]
+        places = max((p for _, p in steps), default=0)  # type: ignore[misc]
+        if steps and any(p == 0 for _, p in steps):  # type: ignore[misc]
+            return EMPTY  # no non-integer is a multiple of an integer
+        # x is a multiple of every a / 10^p exactly when x·10^places is one of every a·10^(places-p)
+        modulus = math.lcm(*(a * 10 ** (places - p) for a, p in steps)) if steps else 0  # type: ignore[misc]
+        if steps and modulus * (places + 2) > MAX_DIVISOR:
+            ptr = next(ptr for ptr, s in flat if "multipleOf" in s)
+            raise UnsupportedSchema(
+                child(ptr, "multipleOf"), "multipleOf",
+                "these multipleOf steps together need too fine a grid of decimals",
+            )  # fmt: skip
         b = self._bounds(flat)
         lows = [(numbers.decimal_of(v), False) for v in b.get("minimum", [])]
         lows += [(numbers.decimal_of(v), True) for v in b.get("exclusiveMinimum", [])]
@@ -137,6 +152,8 @@ class Shapes:
             d = _regex_dfa(rxs[0])
             for rx in rxs[1:]:
                 d = automata.product(d, _regex_dfa(rx))
+            if steps:
+                d = automata.product(d, _decimal_multiple_dfa(modulus, places))
             if not automata.is_empty(d):
                 dfas.append((sign, d))
         if not dfas:
@@ -424,6 +441,51 @@ def _any_string_dfa() -> DFA:
 
 
 MAX_DIVISOR = 100_000
+
+
+def decimal_divisor(value: Any) -> tuple[int, int] | None:
+    """(a, p) with `value` = a / 10^p exactly (the decimal as written: 0.1 is 1 / 10^1) when
+    `multipleOf: value` is built structurally (a remainder automaton over the digits, with the
+    digits after the point counted), else None (the rest of the schema is enumerated)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if exact <= 0:
+        return None
+    places = 0
+    while (exact * 10**places).denominator != 1:
+        places += 1
+        if places > numbers.MAX_DIGITS:
+            return None
+    a = int(exact * 10**places)
+    return (a, places) if a * (places + 2) <= MAX_DIVISOR else None
+
+
+def _decimal_multiple_dfa(m: int, places: int) -> DFA:
+    """Unsigned decimals with a point and at most `places` digits after it whose digits, read
+    as the integer x·10^places, are divisible by m: (digits after the point, remainder) is the
+    state."""
+    frac = 1 + m  # states: 0 start, 1 + r integer part, frac + f·m + r after f fraction digits
+    states = frac + (places + 1) * m
+    trans = np.full((states, 256), -1, dtype=np.int32)
+    digits = np.arange(10)
+    r = np.arange(m)[:, None]
+    trans[0, 0x30 + digits] = 1 + digits % m
+    trans[1 : 1 + m, 0x30:0x3A] = 1 + (10 * r + digits[None, :]) % m
+    trans[1 : 1 + m, ord(".")] = frac + np.arange(m)
+    for f in range(places):
+        trans[frac + f * m : frac + (f + 1) * m, 0x30:0x3A] = (
+            frac + (f + 1) * m + (10 * r + digits[None, :]) % m
+        )
+    accept = np.zeros(states, dtype=bool)
+    for f in range(1, places + 1):
+        rest = np.arange(m)
+        accept[frac + f * m + rest] = (rest * 10 ** (places - f)) % m == 0
+    zeros = np.zeros(states, dtype=np.int32)
+    inc = np.zeros((states, 256), dtype=np.uint8)
+    return automata.minimize(DFA(trans, inc, accept, zeros, [automata.Region(0, None, "")]))
 
 
 def _multiple_dfa(m: int) -> DFA:

@@ -61,3 +61,21 @@ def test_a_model_class_is_decided_and_validates_back(models) -> None:
         assert claim.amount is None or str(claim.amount) in texts[d.doc_id].replace(",", "")
     one = decider.decide(texts["c0"], Claim)
     assert set(one.answers) == {"claimant", "amount", "kind", "eligible"}
+
+
+class Rating(BaseModel):
+    score: float = Field(ge=0, le=1, multiple_of=0.1, description="How risky is it?")
+    stars: float = Field(ge=1, le=5, multiple_of=0.5)
+
+
+def test_decimal_steps_are_every_step_and_validate_back(models) -> None:
+    """Pydantic writes `multipleOf: 0.1`; every tenth is a value (jsonschema's float division
+    alone would refuse 0.3, 0.6 and 0.7) and every answer validates back into the model."""
+    decisions = Decider(models["bert"], batch_size=4).decide_many(
+        {f"r{i}": f"Review {i}: fine, {i} complaints." for i in range(12)}, Rating
+    )
+    for d in decisions:
+        assert d.ok, d.error
+        rating = Rating.model_validate(d.answers)
+        assert rating.score in {k / 10 for k in range(11)}, rating
+        assert rating.stars in {1 + k / 2 for k in range(9)}, rating

@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from decide.schemas import MalformedSchema, UnsupportedSchema, compile_language
+from decide.schemas.drafts import VALIDATORS
 from decide.schemas.language import canonical_json
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
@@ -171,7 +172,7 @@ def test_filters_are_exact_by_enumeration_and_refused_otherwise() -> None:
     )
     assert lang.values(100) == ["0", "14"]
     with pytest.raises(UnsupportedSchema) as exc:
-        compile_language({"properties": {"n": {"type": "number", "multipleOf": 0.5}}})
+        compile_language({"properties": {"n": {"type": "number", "multipleOf": 0.123456789}}})
     assert (exc.value.pointer, exc.value.keyword) == ("/properties/n/multipleOf", "multipleOf")
 
 
@@ -190,6 +191,38 @@ def test_integral_multiple_of_is_a_remainder_automaton(schema: dict) -> None:
     for text in decimals():
         assert lang.accepts(text) == validator.is_valid(json.loads(text)), text
     assert lang.accepts('"x"') == validator.is_valid("x")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "multipleOf": 0.5},
+        {"type": "number", "multipleOf": 0.05, "minimum": -3, "maximum": 99.99},
+        {"type": "number", "multipleOf": 1.5},
+        {"type": "number", "multipleOf": 0.25, "allOf": [{"multipleOf": 0.1}]},
+        {"type": "integer", "multipleOf": 2.5},
+        {"type": "number", "multipleOf": 0.001, "exclusiveMaximum": 10},
+    ],
+    ids=json.dumps,
+)
+def test_decimal_multiple_of_is_exact_on_the_decimals_as_written(schema: dict) -> None:
+    lang = compile_language(schema)
+    assert lang.complete
+    validator = VALIDATORS["2020-12"](schema)
+    for text in decimals():
+        assert lang.accepts(text) == validator.is_valid(json.loads(text)), text
+
+
+def test_steps_of_a_tenth_are_every_tenth_as_the_specification_and_pydantic_count() -> None:
+    """`jsonschema` divides floats and rejects 0.3, 0.6, 0.7 as multiples of 0.1, and 19.99 of
+    0.01; decide's checker (and so its languages) judge the decimals as written."""
+    lang = compile_language({"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.1})
+    assert lang.values(20) == ["0", *(f"0.{k}" for k in range(1, 10)), "1"]
+    assert lang.validator.is_valid(0.3) and lang.validator.is_valid(0.7)
+    assert not jsonschema.Draft202012Validator({"multipleOf": 0.1}).is_valid(0.3)  # upstream
+    money = compile_language({"type": "number", "minimum": 0, "multipleOf": 0.01})
+    assert money.accepts("19.99") and not money.accepts("19.999") and money.accepts("20")
+    assert money.validator.is_valid(19.99) and not money.validator.is_valid(19.995)
 
 
 def test_unique_items_over_an_enum_are_distinct_items_in_sorted_order() -> None:
