@@ -17,6 +17,7 @@ compiled slot by (F[p], B[p + 1]) so documents after the first reuse them.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -62,7 +63,18 @@ class CompiledSlot:
         self.schema = schema
         self.vocab = vocab
         self.language = language
-        self.automaton = auto = TokenAutomaton(language.dfa, vocab)
+        # A finite slot's string values the vocabulary cannot spell ("Yes", "USD" in an uncased
+        # one) are spelled as its tokenizer reads them ("yes", "usd") when that reading is the
+        # same text up to case, accents and spaces and no other value reads alike (`read_as`:
+        # reading -> value, undone by `decode`); values spelled neither way are `unspelled`.
+        finite = language.values(max_options)
+        self.read_as, self.unspelled = _readings(finite, vocab) if finite else ({}, [])
+        spelling = language
+        if self.read_as:
+            as_read = {value: reading for reading, value in self.read_as.items()}
+            texts = [as_read.get(text, text) for text in finite or ()]
+            spelling = compile_language({"enum": [json.loads(text) for text in texts]})
+        self.automaton = auto = TokenAutomaton(spelling.dfa, vocab)
         self.n = auto.n_states
         self.done = self.n
         self._acc = auto.accepting
@@ -100,13 +112,14 @@ class CompiledSlot:
         self.length = max(fitting)
         self.min_length = min(fitting)
         self.truncated = bool(lengths[-1] > max_tokens) or bool(reach.any())
-        self.values: list[str] | None = language.values(max_options)
+        self.values: list[str] | None = finite
         self.value_tokens: list[list[int]] | None = None
         if self.values is not None:
             self.value_tokens = []
             kept = []
+            spelled_as = {value: reading for reading, value in self.read_as.items()}
             for text in self.values:
-                ids = vocab.encode(text)
+                ids = vocab.encode(spelled_as.get(text, text))
                 if ids is not None and len(ids) <= self.length and self._accepts(ids):
                     self.value_tokens.append(ids)
                     kept.append(text)
@@ -253,11 +266,49 @@ class CompiledSlot:
         if any(t != filler_id for t in ids[k:]) or not self._accepts(ids[:k]):
             raise DecodeMismatch(f"tokens {ids} are not a value of {json.dumps(self.schema)}")
         text = self.vocab.detokenize(ids[:k]).decode("utf-8")
+        text = self.read_as.get(text, text)
         value = json.loads(text)
         errors = [e.message for e in self.language.validator.iter_errors(value)]
         if errors or not self.language.accepts(text):
             raise DecodeMismatch(f"{text!r} decoded from {ids} is invalid: {errors}")
         return Decoded(value, text)
+
+
+def _plain(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = (c for c in decomposed if not unicodedata.combining(c) and not c.isspace())
+    return "".join(kept).casefold()
+
+
+def _readings(values: Sequence[str], vocab: Vocabulary) -> tuple[dict[str, str], list[str]]:
+    """({reading: value} for the string values spelled as the tokenizer reads them, [values
+    spelled neither way]) of a finite slot's JSON texts (see `CompiledSlot`)."""
+    if vocab.tokenizer is None:
+        return {}, []
+    unspelled = [text for text in values if vocab.encode(text) is None]
+    if not unspelled:
+        return {}, []
+    taken = set(values)
+    read_as: dict[str, str] = {}
+    left = []
+    for text in unspelled:
+        reading = None
+        if isinstance(json.loads(text), str):
+            ids = vocab.tokenizer.encode(text, add_special_tokens=False).ids
+            try:
+                reading = vocab.detokenize(ids).decode("utf-8")
+                read = json.loads(reading)
+            except (KeyError, ValueError):
+                reading = None
+            else:
+                if not isinstance(read, str) or _plain(read) != _plain(json.loads(text)):
+                    reading = None
+        if reading is None or reading in taken or vocab.encode(reading) is None:
+            left.append(text)
+            continue
+        taken.add(reading)
+        read_as[reading] = text
+    return read_as, left
 
 
 class SlotState:

@@ -66,7 +66,10 @@ def check_questions(
                 n = None if slot.values is None else len(slot.values)
                 report = QuestionReport(qid, True, slot.length, n, slot.truncated, kind)
             warnings = tuple(str(w) for w in lang.warnings)
-            report = replace(report, draft=lang.draft, warnings=warnings, cuts=tuple(lang.cuts))
+            cuts = tuple(lang.cuts)
+            if vocab is not None and slot.unspelled:
+                cuts += tuple(f"{text} (no spelling in this vocabulary)" for text in slot.unspelled)
+            report = replace(report, draft=lang.draft, warnings=warnings, cuts=cuts)
             out.append(report)
         except SchemaError as exc:
             out.append(

@@ -167,3 +167,30 @@ def test_extract_answers_come_back_as_the_document_writes_them() -> None:
     assert d.answers["lower"] == d.answers["lower"].lower() and in_document(
         d.answers["lower"], letter
     )
+
+
+def test_upper_case_options_are_answered_as_written() -> None:
+    """The uncased vocabulary cannot spell "Yes" or "USD": such options are spelled as it reads
+    them and answered as written (they were refused, or silently never answered when another
+    option was lower case)."""
+    claims = [
+        "The claim is approved and will be paid in full: 1,200 dollars by bank transfer.",
+        "We decline this claim. The policy had lapsed; no payment of the 900 euros is due.",
+    ]
+    questions = [
+        {"id": "pay", "text": "Will the claim be paid?", "schema": {"enum": ["Yes", "No"]}},
+        {"id": "currency", "text": "Which currency is the amount in?",
+         "schema": {"anyOf": [{"enum": ["USD", "EUR"]}, {"type": "null"}]}},
+        {"id": "mixed", "text": "Is the policy in force?", "schema": {"enum": ["Yes", "no"]}},
+    ]  # fmt: skip
+    decisions = Decider().decide_many(claims, questions)
+    for d in decisions:
+        assert d.ok, d.error
+        assert d.answers["pay"] in ("Yes", "No") and d.answers["mixed"] in ("Yes", "no")
+        assert d.answers["currency"] in ("USD", "EUR", None)
+    # the same decisions, with the same confidence, as options written in lower case
+    lower = json.loads(json.dumps(questions).replace('"Yes"', '"yes"').replace('"No"', '"no"')
+                       .replace('"USD"', '"usd"').replace('"EUR"', '"eur"'))  # fmt: skip
+    for d, low in zip(decisions, Decider().decide_many(claims, lower), strict=True):
+        assert {k: v.lower() if v else v for k, v in d.answers.items()} == low.answers
+        assert d.confidence == low.confidence

@@ -169,8 +169,8 @@ def test_a_question_that_could_only_answer_null_is_refused() -> None:
         ):
             with pytest.raises(UnsupportedSchema, match="only null can be spelled"):
                 compile_slot(nullable, vocab)
-    with pytest.raises(UnsupportedSchema, match="only null can be spelled"):
-        compile_slot({"enum": [None, "ABC"]}, vocab)
+    # a finite upper-case value is spelled as the tokenizer reads it (tests/schemas/test_readings.py)
+    assert sorted(compile_slot({"enum": [None, "ABC"]}, vocab).values) == ['"ABC"', "null"]
     for fine in (
         {"type": "null"},  # null alone is what it asks for
         {"enum": [None, "abc"]},

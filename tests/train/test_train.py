@@ -104,6 +104,24 @@ def test_gold_strings_an_uncased_vocabulary_cannot_spell_are_taught_as_it_reads_
     assert example is not None and not builder.stats.skipped
 
 
+def test_upper_case_options_are_taught_as_the_slot_spells_them() -> None:
+    """An option the uncased vocabulary cannot spell ("Yes") is taught in the spelling its slot
+    gives it ("yes", docs/schemas.md), so its rows are trained, not skipped."""
+    from decide.jobs.spec import Question
+
+    loaded = load_model(PACKAGE_MODEL)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    question = builder.book.compile(Question.model_validate(
+        {"id": "pay", "text": "Paid?", "schema": {"enum": ["Yes", "No"]}}
+    ))  # fmt: skip
+    filler = builder.book.filler_id
+    tokens = builder.target(question, "Yes")
+    assert tokens is not None and builder.stats.lowered == 1
+    state = question.slot.new_constraint(filler)
+    assert all(state.commit(p, t) for p, t in enumerate(tokens))
+    assert state.decode().value == "Yes"
+
+
 def test_short_slots_lay_short_values_out_as_grown_decoding_does() -> None:
     """With `short_slots` 1, an open-ended slot whose gold value ends inside its first positions
     is laid out with those only (the value, then at least one filler), as `grow_slots` decoding
