@@ -114,6 +114,7 @@ class CompiledSlot:
         self.truncated = bool(lengths[-1] > max_tokens) or bool(reach.any())
         self.values: list[str] | None = finite
         self.value_tokens: list[list[int]] | None = None
+        self.too_long: list[tuple[str, int]] = []  # finite values longer than the slot, tokens
         if self.values is not None:
             self.value_tokens = []
             kept = []
@@ -123,6 +124,8 @@ class CompiledSlot:
                 if ids is not None and len(ids) <= self.length and self._accepts(ids):
                     self.value_tokens.append(ids)
                     kept.append(text)
+                elif ids is not None and len(ids) > self.length:
+                    self.too_long.append((text, len(ids)))
             self.values = kept
         if language.dfa.accepts_ignoring_counts(b"null") and not self._spells_not_null(
             language, vocab, max_tokens

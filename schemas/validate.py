@@ -67,8 +67,12 @@ def check_questions(
                 report = QuestionReport(qid, True, slot.length, n, slot.truncated, kind)
             warnings = tuple(str(w) for w in lang.warnings)
             cuts = tuple(lang.cuts)
-            if vocab is not None and slot.unspelled:
+            if vocab is not None:
                 cuts += tuple(f"{text} (no spelling in this vocabulary)" for text in slot.unspelled)
+                cuts += tuple(
+                    f"{_short(text)} (needs {n} tokens, more than the {max_tokens} of a slot)"
+                    for text, n in slot.too_long
+                )
             report = replace(report, draft=lang.draft, warnings=warnings, cuts=cuts)
             out.append(report)
         except SchemaError as exc:
@@ -78,6 +82,10 @@ def check_questions(
                 )
             )
     return out
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def render_table(reports: list[QuestionReport]) -> str:

@@ -62,3 +62,13 @@ def test_a_value_that_reads_like_another_is_left_out_and_said(vocab: Vocabulary)
 def test_free_upper_case_strings_are_still_refused(vocab: Vocabulary) -> None:
     reports = check_questions([("code", {"type": "string", "pattern": "^[A-Z]{3}$"})], vocab)
     assert not reports[0].supported and "upper case" in reports[0].message
+
+
+def test_an_option_longer_than_a_slot_is_left_out_and_said(vocab: Vocabulary) -> None:
+    long = " ".join(["confidential information used for another purpose"] * 6)
+    schema = {"enum": [long, "none", "other"]}
+    slot = compile_slot(schema, vocab)
+    assert len(slot.values) == 2 and [text for text, _ in slot.too_long] == [json.dumps(long)]
+    table = render_table(check_questions([("breach", schema)], vocab))
+    assert 'left out: breach: "confidential information used for another purpose' in table
+    assert "more than the 32 of a slot" in table
