@@ -324,7 +324,8 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     refused = [r.question_id for r in reports if not r.supported]
     if refused:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
-    click.echo(f"all {len(reports)} questions supported")
+    click.echo("the question is supported" if len(reports) == 1
+               else f"all {len(reports)} questions supported")  # fmt: skip
     try:
         qset = book.build(spec.questions)
     except QuestionsRefused as exc:

@@ -33,6 +33,9 @@ def test_validate_reports_each_question(tiny_checkpoint, tmp_path) -> None:
     assert "supported" in lines["who"] and "extract: spans of each document" in lines["who"]
     assert "supported" in lines["sum"] and "extract: numbers of each document" in lines["sum"]
     assert "all 4 questions supported" in ok.output
+    (tmp_path / "one.json").write_text(json.dumps({"questions": good["questions"][:1]}))
+    one = CliRunner().invoke(main, ["validate", str(tmp_path / "one.json"), "--model", model])
+    assert one.exit_code == 0 and "the question is supported" in one.output, one.output
     refused = CliRunner().invoke(main, ["validate", str(tmp_path / "bad.json"), "--model", model])
     assert refused.exit_code == 2
     lines = {line.split()[0]: line for line in refused.output.splitlines() if line.strip()}
