@@ -57,7 +57,7 @@ DRAFT_URIS = {
 }
 
 
-def _exact(number: Any) -> Fraction | None:
+def exact_number(number: Any) -> Fraction | None:
     """The exact rational a JSON number stands for: a float by the shortest decimal that reads
     back as it (`repr`: 0.1 is 1/10, not the binary fraction nearest it); None when not finite."""
     if isinstance(number, float):
@@ -71,7 +71,7 @@ def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Any
     floats, so 0.3 is not a multiple of 0.1 there, nor 19.99 of 0.01."""
     if not validator.is_type(instance, "number"):
         return
-    value, step = _exact(instance), _exact(divisor)
+    value, step = exact_number(instance), exact_number(divisor)
     if value is None or step is None or (value / step).denominator != 1:
         yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {divisor}")
 

@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from . import automata, formats, numbers
 from . import charclass as cc
 from .automata import DFA, NFA, Frag
+from .drafts import exact_number
 from .errors import UnsupportedSchema, child
 from .regex import RegexUnsupported, full_language, search_language
 
@@ -101,11 +101,8 @@ class Shapes:
         rx = numbers.integer_regex(lo, hi)
         if rx is None:
             return EMPTY
-        divisors = []  # x is a multiple of a / 10^p exactly when x·10^p is one of a
-        for _, s in flat:
-            if "multipleOf" in s:
-                a, p = decimal_divisor(s["multipleOf"])  # type: ignore[misc]
-                divisors.append(a // math.gcd(a, 10**p))
+        # x is a multiple of a / 10^p exactly when x·10^p is one of a
+        divisors = [a // math.gcd(a, 10**p) for a, p in _steps(flat)]
         if not divisors:
             return Lang(lambda nfa: full_language(nfa, rx, json=False), True)
         m = math.lcm(*divisors)
@@ -113,12 +110,12 @@ class Shapes:
         return Lang(lambda nfa: nfa.embed(dfa), True)
 
     def t_fraction(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
-        steps = [decimal_divisor(s["multipleOf"]) for _, s in flat if "multipleOf" in s]
-        places = max((p for _, p in steps), default=0)  # type: ignore[misc]
-        if steps and any(p == 0 for _, p in steps):  # type: ignore[misc]
+        steps = _steps(flat)
+        places = max((p for _, p in steps), default=0)
+        if any(p == 0 for _, p in steps):
             return EMPTY  # no non-integer is a multiple of an integer
         # x is a multiple of every a / 10^p exactly when x·10^places is one of every a·10^(places-p)
-        modulus = math.lcm(*(a * 10 ** (places - p) for a, p in steps)) if steps else 0  # type: ignore[misc]
+        modulus = math.lcm(*(a * 10 ** (places - p) for a, p in steps)) if steps else 0
         if steps and modulus * (places + 2) > MAX_DIVISOR:
             ptr = next(ptr for ptr, s in flat if "multipleOf" in s)
             raise UnsupportedSchema(
@@ -449,10 +446,8 @@ def decimal_divisor(value: Any) -> tuple[int, int] | None:
     digits after the point counted), else None (the rest of the schema is enumerated)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
-    if exact <= 0:
+    exact = exact_number(value)
+    if exact is None or exact <= 0:
         return None
     places = 0
     while (exact * 10**places).denominator != 1:
@@ -461,6 +456,19 @@ def decimal_divisor(value: Any) -> tuple[int, int] | None:
             return None
     a = int(exact * 10**places)
     return (a, places) if a * (places + 2) <= MAX_DIVISOR else None
+
+
+def _steps(flat: Conj) -> list[tuple[int, int]]:
+    """`decimal_divisor` of every `multipleOf` of the conjunction (the compiler enumerates the
+    schemas whose divisors have none, so only built ones reach the number shapes)."""
+    out = []
+    for _, s in flat:
+        if "multipleOf" in s:
+            step = decimal_divisor(s["multipleOf"])
+            if step is None:
+                raise AssertionError(f"multipleOf {s['multipleOf']!r} is not built structurally")
+            out.append(step)
+    return out
 
 
 def _decimal_multiple_dfa(m: int, places: int) -> DFA:

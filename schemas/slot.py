@@ -17,7 +17,6 @@ compiled slot by (F[p], B[p + 1]) so documents after the first reuse them.
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -277,12 +276,6 @@ class CompiledSlot:
         return Decoded(value, text)
 
 
-def _plain(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    kept = (c for c in decomposed if not unicodedata.combining(c) and not c.isspace())
-    return "".join(kept).casefold()
-
-
 def _readings(values: Sequence[str], vocab: Vocabulary) -> tuple[dict[str, str], list[str]]:
     """({reading: value} for the string values spelled as the tokenizer reads them, [values
     spelled neither way]) of a finite slot's JSON texts (see `CompiledSlot`)."""
@@ -295,17 +288,8 @@ def _readings(values: Sequence[str], vocab: Vocabulary) -> tuple[dict[str, str],
     read_as: dict[str, str] = {}
     left = []
     for text in unspelled:
-        reading = None
-        if isinstance(json.loads(text), str):
-            ids = vocab.tokenizer.encode(text, add_special_tokens=False).ids
-            try:
-                reading = vocab.detokenize(ids).decode("utf-8")
-                read = json.loads(reading)
-            except (KeyError, ValueError):
-                reading = None
-            else:
-                if not isinstance(read, str) or _plain(read) != _plain(json.loads(text)):
-                    reading = None
+        found = vocab.as_read(text)
+        reading = None if found is None else found[1]
         if reading is None or reading in taken or vocab.encode(reading) is None:
             left.append(text)
             continue

@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import unicodedata
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from .nullable import value_schema
 from .slot import CompiledSlot, Decoded, check_bitmask
 from .units import unit_places
 from .vocab import Vocabulary
+from .vocab import plain_text as _plain
 from .written_numbers import number_places
 
 if TYPE_CHECKING:
@@ -121,12 +121,6 @@ def in_document(answer: str, document: str) -> bool:
     (the forms in which a tokenizer's reading of a span may differ from the span): the check
     every extract answer gets after decoding, independent of how the slot was built."""
     return _plain(answer) in _plain(document)
-
-
-def _plain(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    kept = (c for c in decomposed if not unicodedata.combining(c) and not c.isspace())
-    return "".join(kept).casefold()
 
 
 @functools.lru_cache(maxsize=4096)

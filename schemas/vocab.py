@@ -54,6 +54,14 @@ def _isolated(ch: str) -> bool:
     )
 
 
+def plain_text(text: str) -> str:
+    """`text` without case, accents or whitespace: how an uncased tokenizer's reading of a text
+    may differ from the text."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = (c for c in decomposed if not unicodedata.combining(c) and not c.isspace())
+    return "".join(kept).casefold()
+
+
 @dataclass
 class Trie:
     """Distinct variant byte strings in a trie laid out level by level (BFS)."""
@@ -229,6 +237,22 @@ class Vocabulary:
             except KeyError:
                 pass
         return self.shortest(data)
+
+    def as_read(self, text: str) -> tuple[list[int], str] | None:
+        """The tokenizer's own ids for the JSON string `text` and the JSON string they spell
+        (`"yes"` for `"Yes"` in an uncased vocabulary, `"tent4p"` for `"Tent 4P"`), when that
+        reading is the same string up to case, accents and spaces; else None."""
+        if self.tokenizer is None or not isinstance(json.loads(text), str):
+            return None
+        ids = list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        try:
+            reading = self.detokenize(ids).decode("utf-8")
+            read = json.loads(reading)
+        except (KeyError, ValueError):
+            return None
+        if not isinstance(read, str) or plain_text(read) != plain_text(json.loads(text)):
+            return None
+        return ids, reading
 
     def shortest(self, data: bytes) -> list[int] | None:
         """Fewest tokens spelling `data` exactly (breadth-first over (offset, ctx))."""

@@ -20,7 +20,6 @@ otherwise only show as a different model).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from decide.jobs.questionset import QuestionBook, QuestionsRefused
 from decide.jobs.spec import SpecError, parse_questions
 from decide.schemas import canonical_json
 from decide.schemas.canonical import key_rank
-from decide.schemas.span import _plain
 
 
 @dataclass(frozen=True)
@@ -135,14 +133,10 @@ class ExampleBuilder:
         lowered = _lower(value)
         if lowered != value:
             yield "lowered", vocab.encode(canonical_json(lowered, rank))
-        if isinstance(value, str) and vocab.tokenizer is not None:
-            ids = vocab.tokenizer.encode(canonical_json(value, rank), add_special_tokens=False).ids
-            try:
-                read = json.loads(vocab.detokenize(ids).decode("utf-8"))
-            except (KeyError, ValueError):
-                return
-            if isinstance(read, str) and _plain(read) == _plain(value):
-                yield "as read", list(ids)
+        if isinstance(value, str):
+            found = vocab.as_read(canonical_json(value, rank))
+            if found is not None:
+                yield "as read", found[0]
 
     def build(
         self,
