@@ -454,3 +454,70 @@ def intersects(a: DFA, b: DFA) -> bool:
                 seen.add(pair)
                 stack.append(pair)
     return False
+
+
+UPPER = np.arange(ord("A"), ord("Z") + 1)
+CASE = ord("a") - ord("A")
+
+
+def lower_ascii(data: bytes) -> bytes:
+    """`data` with its upper-case ASCII letters in lower case (other bytes as they are)."""
+    return bytes(b + CASE if ord("A") <= b <= ord("Z") else b for b in data)
+
+
+def case_matters(dfa: DFA) -> bool:
+    """Whether writing an upper-case ASCII letter of an accepted string in lower case can leave
+    the language (`fold_case` adds strings): some state leads elsewhere, or nowhere, on a
+    letter's lower case than on its upper case. A free string, which goes on alike after either,
+    does not need folding."""
+    upper = dfa.trans[:, UPPER]
+    return bool(((upper >= 0) & (upper != dfa.trans[:, UPPER + CASE])).any())
+
+
+def fold_case(dfa: DFA) -> DFA:
+    """The strings of `dfa` with any of their upper-case ASCII letters written in lower case
+    (the language an uncased tokenizer can spell of it): every edge on `A`-`Z` gains a twin on
+    its lower-case letter, then subset construction. Length counters are kept (a letter is one
+    code point either way); raises `RegionConflict` where the twins would merge two of them."""
+    nfa = NFA()
+    fresh = [0] + [nfa.new_region(r.lo, r.hi, r.pointer) for r in dfa.regions[1:]]
+    base = [nfa.state(fresh[int(r)]) for r in dfa.region]
+    end = nfa.state()
+    for s in range(dfa.n):
+        for b in np.nonzero(dfa.trans[s] >= 0)[0]:
+            t, inc = int(dfa.trans[s, b]), int(dfa.inc[s, b])
+            nfa.edge(base[s], int(b), int(b), base[t], inc)
+            if ord("A") <= b <= ord("Z"):
+                nfa.edge(base[s], int(b) + CASE, int(b) + CASE, base[t], inc)
+    for s in np.nonzero(dfa.accept)[0]:
+        nfa.epsilon(base[s], end)
+    return determinize(nfa, (base[0], end))
+
+
+def unfold(dfa: DFA, data: bytes) -> bytes | None:
+    """A string `dfa` accepts that reads as `data` once lower-cased where `data` is (`fold_case`
+    undone): `data` itself where it is accepted, else the one that keeps each byte as it is for
+    as long as an accepting path allows, upper-casing a letter only where it must. None if none."""
+    n = len(data)
+    twins = [
+        (b, b - CASE) if ord("a") <= b <= ord("z") else (b,) for b in data
+    ]  # the bytes each position may be, its own first
+    # live[i]: states from which data[i:] can be read (unfolded) to an accepting state.
+    live = [np.zeros(dfa.n, dtype=bool) for _ in range(n + 1)]
+    live[n] = dfa.accept.copy()
+    for i in range(n - 1, -1, -1):
+        for b in twins[i]:
+            targets = dfa.trans[:, b]
+            live[i] |= (targets >= 0) & live[i + 1][np.maximum(targets, 0)]
+    if not live[0][0]:
+        return None
+    out, s = bytearray(), 0
+    for i in range(n):
+        for b in twins[i]:
+            t = int(dfa.trans[s, b])
+            if t >= 0 and live[i + 1][t]:
+                out.append(b)
+                s = t
+                break
+    found = bytes(out)
+    return found if dfa.accepts(found) else None

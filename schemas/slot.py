@@ -26,6 +26,7 @@ import numpy as np
 
 from decide.engine.constraints import InfeasibleSlot, bitmask_width
 
+from . import automata
 from .errors import DecodeMismatch, UnsupportedSchema
 from .language import Language, compile_language, empty_refusal
 from .tokens import TokenAutomaton
@@ -62,10 +63,11 @@ class CompiledSlot:
         self.schema = schema
         self.vocab = vocab
         self.language = language
-        # A finite slot's string values the vocabulary cannot spell ("Yes", "USD" in an uncased
-        # one) are spelled as its tokenizer reads them ("yes", "usd") when that reading is the
-        # same text up to case, accents and spaces and no other value reads alike (`read_as`:
-        # reading -> value, undone by `decode`); values spelled neither way are `unspelled`.
+        # A finite slot's values the vocabulary cannot spell ("Yes", "USD" in an uncased one)
+        # are spelled as its tokenizer reads them ("yes", "usd") when that reading is the same
+        # text up to case, accents and spaces (an object's or array's: up to case) and no other
+        # value reads alike (`read_as`: reading -> value, undone by `decode`); values spelled
+        # neither way are `unspelled`.
         finite = language.values(max_options)
         self.read_as, self.unspelled = _readings(finite, vocab) if finite else ({}, [])
         spelling = language
@@ -73,6 +75,23 @@ class CompiledSlot:
             as_read = {value: reading for reading, value in self.read_as.items()}
             texts = [as_read.get(text, text) for text in finite or ()]
             spelling = compile_language({"enum": [json.loads(text) for text in texts]})
+        # An open-ended slot whose values hold upper-case ASCII letters (a `pattern` such as
+        # "^[A-Z]{2}-\d+$", a date-time's "T", an object's upper-case keys or options) is
+        # spelled, in an uncased vocabulary, in its case-folded language, and `decode` writes
+        # the value back in the case the schema asks for (`automata.unfold`): "ab-1234" is
+        # decoded as "AB-1234".
+        self.folded = finite is None and vocab.folds_case and automata.case_matters(language.dfa)
+        if self.folded:
+            try:
+                spelling = replace(language, dfa=automata.fold_case(language.dfa))
+            except automata.RegionConflict:
+                raise UnsupportedSchema(
+                    "",
+                    "pattern",
+                    "this uncased vocabulary spells upper-case letters in lower case, and the "
+                    "lower-cased schema would join strings of different length bounds",
+                ) from None
+        self.spelling = spelling  # the language the tokens spell (`language` but for case)
         self.automaton = auto = TokenAutomaton(spelling.dfa, vocab)
         self.n = auto.n_states
         self.done = self.n
@@ -100,8 +119,8 @@ class CompiledSlot:
             raise UnsupportedSchema(
                 "",
                 "schema",
-                "no value of this schema can be spelled with this vocabulary (e.g. upper case "
-                "in an uncased vocabulary)",
+                "no value of this schema can be spelled with this vocabulary (e.g. accented "
+                "letters in an uncased vocabulary, which reads them without their accents)",
             )
         fitting = [k for k in lengths if k <= max_tokens]
         if not fitting:
@@ -127,14 +146,14 @@ class CompiledSlot:
                     self.too_long.append((text, len(ids)))
             self.values = kept
         if language.dfa.accepts_ignoring_counts(b"null") and not self._spells_not_null(
-            language, vocab, max_tokens
+            spelling, vocab, max_tokens
         ):
             raise UnsupportedSchema(
                 "",
                 "schema",
                 "only null can be spelled with this vocabulary, no other value of this schema "
-                "(e.g. upper case in an uncased vocabulary): the question would always answer "
-                "null",
+                "(e.g. accented letters in an uncased vocabulary): the question would always "
+                "answer null",
             )
         # The length a block lays the slot out with first (`new_constraint(first=True)`).
         self.first_length = (
@@ -269,6 +288,11 @@ class CompiledSlot:
             raise DecodeMismatch(f"tokens {ids} are not a value of {json.dumps(self.schema)}")
         text = self.vocab.detokenize(ids[:k]).decode("utf-8")
         text = self.read_as.get(text, text)
+        if self.folded and not self.language.accepts(text):
+            unfolded = automata.unfold(self.language.dfa, text.encode("utf-8"))
+            if unfolded is None:
+                raise DecodeMismatch(f"{text!r} decoded from {ids} has no case the schema accepts")
+            text = unfolded.decode("utf-8")
         value = json.loads(text)
         errors = [e.message for e in self.language.validator.iter_errors(value)]
         if errors or not self.language.accepts(text):
@@ -277,8 +301,9 @@ class CompiledSlot:
 
 
 def _readings(values: Sequence[str], vocab: Vocabulary) -> tuple[dict[str, str], list[str]]:
-    """({reading: value} for the string values spelled as the tokenizer reads them, [values
-    spelled neither way]) of a finite slot's JSON texts (see `CompiledSlot`)."""
+    """({reading: value} for the values spelled as the tokenizer reads them, [values spelled
+    neither way]) of a finite slot's JSON texts (see `CompiledSlot`): a string as the tokenizer
+    reads it, an object or array with upper-case letters lower-cased by an uncased one."""
     if vocab.tokenizer is None:
         return {}, []
     unspelled = [text for text in values if vocab.encode(text) is None]
@@ -290,6 +315,8 @@ def _readings(values: Sequence[str], vocab: Vocabulary) -> tuple[dict[str, str],
     for text in unspelled:
         found = vocab.as_read(text)
         reading = None if found is None else found[1]
+        if reading is None and vocab.folds_case:  # an object or array with upper-case letters
+            reading = automata.lower_ascii(text.encode("utf-8")).decode("utf-8")
         if reading is None or reading in taken or vocab.encode(reading) is None:
             left.append(text)
             continue

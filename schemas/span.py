@@ -263,10 +263,11 @@ class SpanSlot:
             document = DocumentSpans(document, compiled.vocab, max_chars)
         if document.vocab is not compiled.vocab:
             raise ValueError("the document's spans were spelled with another vocabulary")
-        # The byte-level check is the language's own; `decode` re-checks the token path and
-        # jsonschema the value, so a spelling the token automaton disagreed with would fail loudly.
+        # The byte-level check is the spelling language's (the language up to case in an uncased
+        # vocabulary); `decode` re-checks the token path and jsonschema the value, so a spelling
+        # the token automaton disagreed with would fail loudly.
         fits = [(ids, text) for ids, text in document.entries if len(ids) <= self._length]
-        accepted = compiled.language.accepts_many([text for _, text in fits])
+        accepted = compiled.spelling.accepts_many([text for _, text in fits])
         kept = [entry for entry, ok in zip(fits, accepted, strict=True) if ok]
         if not kept:
             raise NoSpan(f"no {document.what} of the document is a value of this question's schema")

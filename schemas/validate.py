@@ -36,6 +36,7 @@ class QuestionReport:
     draft: str | None = None  # the draft the schema was read as ("2020-12", "draft-07", …)
     warnings: tuple[str, ...] = ()  # unknown keywords ignored as annotations
     cuts: tuple[str, ...] = ()  # depth limits and anyOf branches left out (values not spelled)
+    folded: bool = False  # upper case spelled lower-cased by an uncased vocabulary, decoded back
 
 
 def check_questions(
@@ -73,7 +74,8 @@ def check_questions(
                     f"{_short(text)} (needs {n} tokens, more than the {max_tokens} of a slot)"
                     for text, n in slot.too_long
                 )
-            report = replace(report, draft=lang.draft, warnings=warnings, cuts=cuts)
+            folded = vocab is not None and (slot.folded or bool(slot.read_as))
+            report = replace(report, draft=lang.draft, warnings=warnings, cuts=cuts, folded=folded)
             out.append(report)
         except SchemaError as exc:
             out.append(
@@ -105,6 +107,8 @@ def render_table(reports: list[QuestionReport]) -> str:
                 detail.append("longer values cut at slot length")
             if r.extract:
                 detail.append(f"extract: {r.extract} of each document")
+            if r.folded:
+                detail.append("upper case spelled in lower case, answered as the schema writes it")
             if r.warnings:
                 detail.append(f"{len(r.warnings)} unknown keywords ignored")
             if r.cuts:

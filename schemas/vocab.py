@@ -14,6 +14,7 @@ are kept in a byte trie whose children are contiguous, ready for vectorized auto
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -253,6 +254,15 @@ class Vocabulary:
         if not isinstance(read, str) or plain_text(read) != plain_text(json.loads(text)):
             return None
         return ids, reading
+
+    @functools.cached_property
+    def folds_case(self) -> bool:
+        """Whether the tokenizer reads upper-case letters as lower case (an uncased vocabulary:
+        `A` is read, and spelled, `a`)."""
+        if self.tokenizer is None:
+            return False
+        found = self.as_read('"QZ"')
+        return found is not None and found[1] == '"qz"'
 
     def shortest(self, data: bytes) -> list[int] | None:
         """Fewest tokens spelling `data` exactly (breadth-first over (offset, ctx))."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import re
 from pathlib import Path
 
 import polars as pl
@@ -194,3 +195,30 @@ def test_upper_case_options_are_answered_as_written() -> None:
     for d, low in zip(decisions, Decider().decide_many(claims, lower), strict=True):
         assert {k: v.lower() if v else v for k, v in d.answers.items()} == low.answers
         assert d.confidence == low.confidence
+
+
+def test_upper_case_codes_are_extracted_and_generated_as_the_schema_writes_them() -> None:
+    """An upper-case `pattern` (policy numbers, currency codes) or a date-time's "T" cannot be
+    spelled by the uncased vocabulary: the slot is spelled case-folded and answered in the case
+    its schema asks for; an extract answer is the document's span, with its evidence."""
+    claims = [
+        "Claim filed under policy AB-1234 for water damage on 2024-03-01T09:30:00Z.",
+        "policy number: xz-0042 (written in lower case by the agent), reported 2024-05-17.",
+    ]
+    questions = [
+        {"id": "policy", "text": "What is the policy number?", "extract": True,
+         "schema": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"}},
+        {"id": "code", "text": "Which currency code applies?",
+         "schema": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        {"id": "when", "text": "When was it reported?",
+         "schema": {"type": "string", "format": "date-time"}},
+    ]  # fmt: skip
+    decisions = Decider().decide_many(claims, questions)
+    for d, claim in zip(decisions, claims, strict=True):
+        assert d.ok, d.error
+        assert re.fullmatch("[A-Z]{2}-[0-9]{4}", d.answers["policy"]), d.answers
+        assert in_document(d.answers["policy"], claim)
+        assert re.fullmatch("[A-Z]{3}", d.answers["code"]), d.answers
+        assert "T" in d.answers["when"], d.answers
+    assert decisions[0].answers["policy"] == "AB-1234"  # the document's own text
+    assert decisions[1].answers["policy"] == "XZ-0042"  # the schema's case, not the document's

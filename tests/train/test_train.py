@@ -105,21 +105,28 @@ def test_gold_strings_an_uncased_vocabulary_cannot_spell_are_taught_as_it_reads_
 
 
 def test_upper_case_options_are_taught_as_the_slot_spells_them() -> None:
-    """An option the uncased vocabulary cannot spell ("Yes") is taught in the spelling its slot
-    gives it ("yes", docs/schemas.md), so its rows are trained, not skipped."""
+    """An option or code the uncased vocabulary cannot spell ("Yes", "AB-1234") is taught in the
+    spelling its slot gives it ("yes", "ab-1234", docs/schemas.md), so its rows are trained, not
+    skipped."""
     from decide.jobs.spec import Question
 
     loaded = load_model(PACKAGE_MODEL)
     builder = ExampleBuilder(loaded.config, loaded.tokenizer)
-    question = builder.book.compile(Question.model_validate(
-        {"id": "pay", "text": "Paid?", "schema": {"enum": ["Yes", "No"]}}
-    ))  # fmt: skip
     filler = builder.book.filler_id
-    tokens = builder.target(question, "Yes")
-    assert tokens is not None and builder.stats.lowered == 1
-    state = question.slot.new_constraint(filler)
-    assert all(state.commit(p, t) for p, t in enumerate(tokens))
-    assert state.decode().value == "Yes"
+    cases = [
+        ({"enum": ["Yes", "No"]}, "Yes"),
+        ({"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"}, "AB-1234"),  # spelled folded
+        ({"type": "string", "format": "date-time"}, "2024-03-01T09:30:00Z"),
+    ]
+    for n, (schema, gold) in enumerate(cases, start=1):
+        question = builder.book.compile(Question.model_validate(
+            {"id": "q", "text": "Which?", "schema": schema}
+        ))  # fmt: skip
+        tokens = builder.target(question, gold)
+        assert tokens is not None and builder.stats.lowered == n, schema
+        state = question.slot.new_constraint(filler, len(tokens))
+        assert all(state.commit(p, t) for p, t in enumerate(tokens))
+        assert state.decode().value == gold
 
 
 def test_short_slots_lay_short_values_out_as_grown_decoding_does() -> None:
