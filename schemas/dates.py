@@ -1,4 +1,5 @@
-"""Dates as documents write them, read into ISO for extract questions with `format: date`.
+"""Dates as documents write them, read into ISO for extract questions with `format: date`
+(and lengths of time for `format: duration`, `written_durations.iso_duration`).
 
 An extract question whose schema is a string with `format: date` (or `date-time`) answers with
 a date the document states, normalised to ISO 8601 ("June 9, 2025", "9 June 2025", "Monday,
@@ -27,6 +28,7 @@ from dateutil import parser as dateutil_parser
 
 from .nullable import value_schema
 from .vocab import Vocabulary
+from .written_durations import iso_duration
 
 ORDERS = ("refuse", "day_first", "month_first")
 MAX_DATE_WORDS = 8
@@ -58,9 +60,10 @@ class DatePolicy:
 
 
 def date_format(schema: Any) -> str | None:
-    """`date` or `date-time` when an extract question's schema asks for one, else None."""
+    """`date`, `date-time` or `duration` when an extract question's schema asks for one, else
+    None."""
     schema, _ = value_schema(schema)
-    if isinstance(schema, dict) and schema.get("format") in ("date", "date-time"):
+    if isinstance(schema, dict) and schema.get("format") in ("date", "date-time", "duration"):
         kind = schema.get("type")
         if kind is None or kind == "string" or (isinstance(kind, list) and "string" in kind):
             return schema["format"]
@@ -90,7 +93,10 @@ def _words_fit(text: str) -> bool:
 
 def read_date(text: str, fmt: str = "date", policy: DatePolicy | None = None) -> str | None:
     """The ISO value of a written date (`date` or `date-time`), or None when `text` is not one
-    complete date or is ambiguous under `policy`."""
+    complete date or is ambiguous under `policy`; for `duration`, of a written length of time
+    (`written_durations.iso_duration`: "three weeks" → "P3W")."""
+    if fmt == "duration":
+        return iso_duration(text)
     policy = policy or DatePolicy()
     if not _words_fit(text):
         return None

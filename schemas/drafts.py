@@ -17,7 +17,7 @@ that the compiler builds from. The rewrite is keyword by keyword, for schema loc
 - `$recursiveRef: "#"` (2019-09) and `$dynamicRef` (2020-12) → `$ref`, exact because a schema
   with a single resource (no `$id` below the root) has nothing else in its dynamic scope.
 - a `format` the draft defines and decide compiles (`formats.FORMATS`: date, time, date-time,
-  uuid, ipv4, email) is an assertion in every installation; any other format the draft's
+  uuid, ipv4, email, duration) is an assertion in every installation; any other format the draft's
   format checker does not check here is an annotation for `jsonschema`: it is dropped (with a
   warning), so the slot admits what the checker admits.
 - keywords the draft does not define are annotations: known annotation keywords (`title`,
@@ -46,7 +46,7 @@ from .errors import MalformedSchema, UnsupportedSchema, child
 from .formats import FORMATS
 
 # The first draft that defines each format decide compiles (the others are in every draft).
-FORMAT_SINCE = {"date": "draft-07", "time": "draft-07", "uuid": "2019-09"}
+FORMAT_SINCE = {"date": "draft-07", "time": "draft-07", "uuid": "2019-09", "duration": "2019-09"}
 
 DRAFT_URIS = {
     "draft-04": "http://json-schema.org/draft-04/schema",

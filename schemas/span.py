@@ -71,7 +71,8 @@ def extract_kind(schema: Any, slot: CompiledSlot | None = None) -> str:
         if first[ord('"')] < 0 and (first[[ord(c) for c in "-0123456789"]] >= 0).any():
             return "numbers"
     if kinds is None or "string" in kinds:
-        dated = isinstance(schema, dict) and schema.get("format") in ("date", "date-time")
+        formats = ("date", "date-time", "duration")
+        dated = isinstance(schema, dict) and schema.get("format") in formats
         return "dates" if dated else "spans"  # dates are read into ISO (`schemas.dates`)
     if "integer" in kinds or "number" in kinds:
         return "numbers"

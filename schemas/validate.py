@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .dates import date_format
 from .errors import SchemaError
 from .language import compile_language, empty_refusal
 from .slot import DEFAULT_MAX_TOKENS, compile_slot
@@ -29,7 +30,7 @@ class QuestionReport:
     slot_length: int | None = None
     values: int | None = None  # number of admissible values when the language is small
     truncated: bool = False  # some values need more than slot_length tokens
-    extract: str | None = None  # "spans" or "numbers": answers copied from each document
+    extract: str | None = None  # "spans", "numbers", "dates" or "lengths of time": copied
     pointer: str | None = None
     keyword: str | None = None
     message: str | None = None
@@ -55,6 +56,8 @@ def check_questions(
     for qid, schema in questions:
         try:
             kind = extract_kind(schema) if qid in extract else None
+            if kind == "dates" and date_format(schema) == "duration":
+                kind = "lengths of time"
             if vocab is None:
                 lang = compile_language(schema, strict=strict)
                 refusal = empty_refusal(lang)

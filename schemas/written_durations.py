@@ -19,9 +19,11 @@ The conversion is by fixed lengths: a week is 7 days, a fortnight 14, a month 30
 (what the hand-written documents' writers took "two months" to mean, and what a claims or
 returns desk counts), and a year is 12 months. A value that is not a whole number of `unit`, or
 needs more than two decimals ("ten days" in weeks), is left out. No base date is needed: these
-are lengths, not dates. Relative dates as calendar arithmetic (dateparser's `search_dates`) were
-tried and not used: "two months ago" there is 61 days from 4 December, and its search returns
-spans that swallow neighbouring words ("S24 two weeks ago and").
+are lengths, not dates. `iso_duration(text)` reads a text that is one length of time into an
+ISO 8601 duration, for extract questions with `format: duration`. Relative dates as calendar
+arithmetic (dateparser's `search_dates`) were tried and not used: "two months ago" there is 61
+days from 4 December, and its search returns spans that swallow neighbouring words ("S24 two
+weeks ago and").
 """
 
 from __future__ import annotations
@@ -107,3 +109,40 @@ def duration_places(
             exact = Decimal(value.numerator) / Decimal(value.denominator)
             out.append(NumberPlace(start, end, canonical(exact)))
     return out
+
+
+# ISO 8601 designators of the units a written length of time states (`iso_duration`).
+_DESIGNATOR = {"year": "Y", "month": "M", "day": "D"}
+
+
+def iso_duration(text: str) -> str | None:
+    """The ISO 8601 duration (`format: duration`) that `text`, and nothing else, states as a
+    length of time: "three weeks" → "P3W", "a fortnight" → "P2W", "two months" → "P2M",
+    "a year and two months" → "P1Y2M", "six weeks and three days" → "P45D" (weeks join days
+    as 7 each: ISO writes weeks alone). Whole numbers only ("1.5 days" is not one: ISO's
+    designators take digits); "yesterday" and "today" are not lengths; None otherwise."""
+    stripped = text.strip()
+    offset = len(text) - len(text.lstrip())
+    terms = _terms(text, None)
+    if not terms or terms[0].start != offset:
+        return None
+    chain = [terms[0]]
+    for nxt in terms[1:]:
+        if not _JOIN.fullmatch(text, chain[-1].end, nxt.start):
+            break
+        chain.append(nxt)
+    if chain[-1].end != offset + len(stripped):
+        return None
+    if any(t.qty.denominator != 1 or t.qty < 0 for t in chain):
+        return None
+    weeks = {"week": 1, "fortnight": 2}
+    if all(t.unit in weeks for t in chain):
+        return f"P{sum(int(t.qty) * weeks[t.unit] for t in chain)}W"
+    totals = {"year": 0, "month": 0, "day": 0}
+    for t in chain:
+        if t.unit in totals:
+            totals[t.unit] += int(t.qty)
+        else:
+            totals["day"] += int(t.qty) * DAYS[t.unit]
+    parts = "".join(f"{n}{_DESIGNATOR[u]}" for u, n in totals.items() if n)
+    return f"P{parts or '0D'}"

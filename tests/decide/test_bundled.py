@@ -222,3 +222,25 @@ def test_upper_case_codes_are_extracted_and_generated_as_the_schema_writes_them(
         assert "T" in d.answers["when"], d.answers
     assert decisions[0].answers["policy"] == "AB-1234"  # the document's own text
     assert decisions[1].answers["policy"] == "XZ-0042"  # the schema's case, not the document's
+
+
+def test_a_timedelta_field_extracts_the_length_of_time_the_text_states() -> None:
+    """Pydantic writes `format: duration` for a `timedelta`: an extract answer is the ISO 8601
+    duration of a length of time the document states, which Pydantic reads back."""
+    from datetime import timedelta
+
+    from pydantic import BaseModel, Field
+
+    class Leave(BaseModel):
+        length: timedelta = Field(description="How long is the leave?",
+                                  json_schema_extra={"extract": True})  # fmt: skip
+
+    letters = [
+        "Hi HR, I need to take three weeks of unpaid leave from 2 June to care for my mother.",
+        "Requesting parental leave of six weeks and three days, starting after the 14th.",
+    ]
+    decisions = Decider().decide_many(letters, Leave)
+    lengths = [Leave.model_validate(d.answers).length for d in decisions]
+    assert lengths[0] == timedelta(days=21), decisions[0].answers
+    # "six weeks" alone is a length the text states too
+    assert lengths[1] in (timedelta(days=45), timedelta(days=42)), decisions[1].answers

@@ -4,6 +4,8 @@ decision validates back into the model."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
 from enum import Enum
 
 import pytest
@@ -79,3 +81,28 @@ def test_decimal_steps_are_every_step_and_validate_back(models) -> None:
         rating = Rating.model_validate(d.answers)
         assert rating.score in {k / 10 for k in range(11)}, rating
         assert rating.stars in {1 + k / 2 for k in range(9)}, rating
+
+
+class Leave(BaseModel):
+    length: timedelta = Field(description="How long is the leave?")
+    asked: timedelta | None = Field(None, description="How long a leave is asked for?",
+                                    json_schema_extra={"extract": True})  # fmt: skip
+    starts: datetime = Field(description="When does it start?")
+    code: str = Field(pattern=r"^[A-Z]{2}-\d{4}$", description="Which case number?")
+
+
+def test_durations_date_times_and_upper_case_codes_validate_back(models) -> None:
+    """Pydantic writes `format: duration` for a `timedelta` (an annotation to jsonschema here,
+    so any string passed, and Pydantic refused "negative"), `date-time` and upper-case patterns:
+    every answer validates back into the model; an extracted length is the one the text states."""
+    decider = Decider(models["bert"], batch_size=4)  # GPT-2's cased vocabulary; the bundled
+    # model's uncased one: tests/decide/test_bundled.py
+    texts = {
+        f"l{i}": f"Case AB-{1000 + i}: I ask for {n} of leave from 2 June." for i, n in
+        enumerate(["three weeks", "a fortnight", "six weeks and three days", "two months"])
+    }  # fmt: skip
+    for d in decider.decide_many(texts, Leave):
+        assert d.ok, d.error
+        leave = Leave.model_validate(d.answers)
+        assert leave.asked in (None, *[timedelta(days=n) for n in (21, 14, 45, 42, 3, 60)])
+        assert re.fullmatch(r"[A-Z]{2}-\d{4}", leave.code)

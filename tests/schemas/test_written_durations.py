@@ -7,9 +7,11 @@ import pytest
 
 from decide.jobs.evidence import locate
 from decide.jobs.extracted import copied
-from decide.schemas.dates import DatePolicy
+from decide.schemas.dates import DatePolicy, document_dates
+from decide.schemas.language import compile_language
 from decide.schemas.units import unit_in_document
-from decide.schemas.written_durations import duration_places
+from decide.schemas.validate import check_questions
+from decide.schemas.written_durations import duration_places, iso_duration
 
 
 def read(text: str, unit: str = "days") -> list[tuple[str, str]]:
@@ -56,3 +58,45 @@ def test_the_check_after_decoding_and_the_evidence_accept_durations() -> None:
     assert copied(44, text, schema, DatePolicy(), "days")  # numbers as written still count
     start, end = locate(14, text, schema, unit="days")
     assert text[start:end] == "two weeks"
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("three weeks", "P3W"),
+        ("a fortnight", "P2W"),
+        ("two weeks and a fortnight", "P4W"),
+        ("two months", "P2M"),
+        ("a year and two months", "P1Y2M"),
+        ("six weeks and three days", "P45D"),  # ISO writes weeks alone: joined with days, 7 each
+        ("twenty-one days", "P21D"),
+        ("30-day", "P30D"),
+        (" 2 years ", "P2Y"),
+        ("1.5 days", None),  # ISO's designators take whole numbers
+        ("yesterday", None),  # a day, not a length
+        ("3 weeks ago", None),  # more than a length of time
+        ("three weeks, two days", None),  # a comma lists
+    ],
+)
+def test_a_written_length_of_time_reads_as_an_iso_duration(text: str, iso: str | None) -> None:
+    assert iso_duration(text) == iso
+    if iso is not None:
+        assert compile_language({"type": "string", "format": "duration"}).accepts(f'"{iso}"')
+
+
+def test_duration_extract_answers_are_checked_and_located_in_the_document() -> None:
+    schema = {"type": "string", "format": "duration"}
+    letter = (
+        "I need six weeks and three days of leave from 2 June; my manager agreed to three weeks."
+    )
+    assert document_dates(letter, "duration") == ["P6W", "P45D", "P3D", "P3W"]
+    assert copied("P3W", letter, schema, DatePolicy())
+    assert not copied("P21D", letter, schema, DatePolicy())  # the document writes weeks
+    start, end = locate("P45D", letter, schema)
+    assert letter[start:end] == "six weeks and three days"
+
+
+def test_decide_validate_names_what_a_duration_extract_copies() -> None:
+    report = check_questions([("length", {"type": "string", "format": "duration"})],
+                             extract=["length"])[0]  # fmt: skip
+    assert report.supported and report.extract == "lengths of time"
