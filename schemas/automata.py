@@ -219,6 +219,35 @@ class DFA:
         return t, count + (int(self.inc[s, byte]) if r1 else 0)
 
 
+def accepts_without(dfa: DFA, first: int | None = None) -> bool:
+    """Whether some accepted string, code point bounds included, starts with another byte than
+    `first` (`ord("n")`: a value other than null; None: whether any string is accepted).
+    Breadth-first over (state, count), the count saturating where no bound can tell two counts
+    apart."""
+    if first is None and dfa.accept[0]:
+        return True
+    caps = [max(r.lo, r.hi or 0) + 1 for r in dfa.regions]
+    seen: set[tuple[int, int]] = set()
+    frontier = []
+    for byte in np.nonzero(dfa.trans[0] >= 0)[0]:
+        if int(byte) != first:
+            frontier.append(dfa._advance(0, 0, int(byte)))
+    while frontier:
+        nxt = []
+        for s, count in frontier:
+            if s < 0:
+                continue
+            count = min(count, caps[int(dfa.region[s])])
+            if (s, count) in seen:
+                continue
+            seen.add((s, count))
+            if dfa.accept[s]:
+                return True
+            nxt += [dfa._advance(s, count, int(b)) for b in np.nonzero(dfa.trans[s] >= 0)[0]]
+        frontier = nxt
+    return False
+
+
 def _closure(nfa: NFA, states: Iterable[int], memo: dict[int, frozenset[int]]) -> frozenset[int]:
     out: set[int] = set()
     for s in states:
@@ -393,7 +422,11 @@ def complement(dfa: DFA) -> DFA:
 
 
 def is_empty(dfa: DFA) -> bool:
-    return not bool(dfa.accept.any())
+    """Whether no string is accepted, code point bounds included (`minLength: 4` with
+    `pattern: "^(yes|no)$"` has no value, though its bytes alone would)."""
+    if not dfa.accept.any():
+        return True
+    return len(dfa.regions) > 1 and not accepts_without(dfa)
 
 
 def enumerate_strings(dfa: DFA, limit: int) -> list[bytes] | None:

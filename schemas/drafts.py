@@ -17,9 +17,9 @@ that the compiler builds from. The rewrite is keyword by keyword, for schema loc
 - `$recursiveRef: "#"` (2019-09) and `$dynamicRef` (2020-12) → `$ref`, exact because a schema
   with a single resource (no `$id` below the root) has nothing else in its dynamic scope.
 - a `format` the draft defines and decide compiles (`formats.FORMATS`: date, time, date-time,
-  uuid, ipv4, email, duration) is an assertion in every installation; any other format the draft's
-  format checker does not check here is an annotation for `jsonschema`: it is dropped (with a
-  warning), so the slot admits what the checker admits.
+  uuid, ipv4, email, duration, uri) is an assertion in every installation; any other format
+  the draft's format checker does not check here is an annotation for `jsonschema`: it is
+  dropped (with a warning), so the slot admits what the checker admits.
 - keywords the draft does not define are annotations: known annotation keywords (`title`,
   `readOnly`, `$comment`, …), `x-…` extensions and names starting with `_` or `$` silently;
   a likely misspelling of one of the draft's assertion keywords (another case, or one or two

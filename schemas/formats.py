@@ -9,7 +9,8 @@ with `T`, `uuid` is the 8-4-4-4-12 hex form, `ipv4` is dotted-quad without leadi
 characters in all (the per-part limits of RFC 5321, 64 for the local part and 63 per label, are
 not encoded: they would multiply the automaton by the count; see docs/schemas.md), and
 `duration` is RFC 3339 Appendix A's ISO 8601 duration ("P3W", "P1Y2M", "PT1H30M": what Pydantic
-writes for a `timedelta` field and reads back). Other formats
+writes for a `timedelta` field and reads back), and `uri` is an http or https address (`URI`
+below: what Pydantic's `AnyUrl` and `HttpUrl` read back). Other formats
 are refused.
 """
 
@@ -41,6 +42,15 @@ _DUR_TIME = f"T({_N}H({_MINUTE})?|{_MINUTE}|{_SECOND})"
 _DUR_DATE = f"({_N}D|{_N}M({_N}D)?|{_N}Y({_N}M({_N}D)?)?)"
 DURATION = f"P({_DUR_DATE}({_DUR_TIME})?|{_DUR_TIME}|{_N}W)"
 
+# RFC 3986 URIs as web addresses: http or https, a host name whose last label starts with a
+# letter, an optional port up to 59999, then path, query and fragment of RFC 3986 characters
+# (percent-escapes included). A subset that Pydantic's `AnyUrl` and `HttpUrl` (both `format:
+# uri`) read back; other schemes (`mailto:`, `urn:`) and IP-address hosts are left out.
+_PCHAR = "([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+_HOST = f"({_LABEL}\\.)*[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?"
+_PORT = "(:([1-9][0-9]{0,3}|[1-5][0-9]{4}))?"
+URI = f"https?://{_HOST}{_PORT}(/{_PCHAR}*)*(\\?({_PCHAR}|[/?])*)?(#({_PCHAR}|[/?])*)?"
+
 FORMATS: dict[str, tuple[str, int | None]] = {
     # name: (regex, maximum length in code points or None)
     "date": (DATE, None),
@@ -50,4 +60,5 @@ FORMATS: dict[str, tuple[str, int | None]] = {
     "ipv4": (f"{_OCTET}\\.{_OCTET}\\.{_OCTET}\\.{_OCTET}", None),
     "email": (f"{_ATEXT}+(\\.{_ATEXT}+)*@{_LABEL}(\\.{_LABEL})+", 254),
     "duration": (DURATION, None),
+    "uri": (URI, None),
 }

@@ -184,8 +184,9 @@ class CompiledSlot:
             if not nxt.any():
                 break
             reach = nxt
-        # Nothing else is spelled: refused, unless the schema admits null alone ({type: null}).
-        return bool(np.all(np.flatnonzero(dfa.trans[0] >= 0) == ord("n")))
+        # Nothing else is spelled: refused, unless the schema admits null alone ({type: null},
+        # or beside a branch no string satisfies: `{maxLength: 0, pattern: "^[a-z]+$"}`).
+        return not automata.accepts_without(dfa, ord("n"))
 
     # DP primitives over product states (index n = DONE, the filler tail) ---------------------
 

@@ -31,7 +31,7 @@ from decide.schemas.drafts import VALIDATORS
 DATA = Path(__file__).parents[1] / "data" / "json-schema-test-suite"
 DRAFTS = {"draft4": "draft-04", "draft7": "draft-07", "draft2019-09": "2019-09", "draft2020-12": "2020-12"}  # fmt: skip
 BASELINE = Path(__file__).with_name("conformance_baseline.json")
-FORMATS = ["date", "time", "date-time", "email", "uuid", "ipv4", "duration"]
+FORMATS = ["date", "time", "date-time", "email", "uuid", "ipv4", "duration", "uri"]
 _VARIANT_LIMIT = 500
 
 

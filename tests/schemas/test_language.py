@@ -6,9 +6,11 @@ import itertools
 import json
 import random
 import re
+from datetime import timedelta
 
 import jsonschema
 import pytest
+from pydantic import AnyUrl, BaseModel, HttpUrl, TypeAdapter
 
 from decide.schemas import MalformedSchema, UnsupportedSchema, compile_language
 from decide.schemas.drafts import VALIDATORS
@@ -107,7 +109,7 @@ def random_member(lang, rng: random.Random) -> bytes:
             s = int(dfa.trans[s, b])
 
 
-@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "ipv4", "email"])
+@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "ipv4", "email", "duration"])
 def test_format_members_pass_jsonschema_format_checker(fmt: str) -> None:
     schema = {"type": "string", "format": fmt}
     lang = compile_language(schema)
@@ -130,6 +132,16 @@ def test_format_members_pass_jsonschema_format_checker(fmt: str) -> None:
         ("ipv4", ["0.0.0.0", "255.255.255.255"], ["256.0.0.1", "01.2.3.4", "1.2.3"]),
         ("uuid", ["2EB8AA08-AA98-11EA-B4AA-73B441D16380"], ["2eb8aa08aa9811eab4aa73b441d16380"]),
         ("email", ["a.b+c@x-y.example"], ["a@b", ".a@b.c", "a..b@c.d", "a@-b.c"]),
+        (
+            "duration",
+            ["P3W", "P1Y2M3DT4H5M6S", "P45D", "PT1H30M", "PT90S", "P1DT12H"],
+            ["P", "PT", "P1W2D", "PT1H30S", "P1.5D", "p3w", "P1234567D"],
+        ),
+        (
+            "uri",
+            ["https://shop.example.com/orders/77?x=1&y=%20#top", "http://localhost:8080/"],
+            ["ftp://x.org", "reply", "http://1.2.3.4/", "https://a-.b", "https://x.com/%zz"],
+        ),
     ],
 )
 def test_format_examples(fmt: str, good: list[str], bad: list[str]) -> None:
@@ -340,3 +352,22 @@ def test_refusals_name_pointer_and_keyword(schema, pointer, keyword, error) -> N
         compile_language(schema)
     assert (exc.value.pointer, exc.value.keyword) == (pointer, keyword)
     assert pointer in str(exc.value)
+
+
+class Addresses(BaseModel):
+    any_url: AnyUrl
+    http_url: HttpUrl
+    length: timedelta
+
+
+@pytest.mark.parametrize("field", ["any_url", "http_url", "length"])
+def test_uri_and_duration_values_read_back_into_pydantic(field: str) -> None:
+    """Pydantic writes `format: uri` for `AnyUrl`/`HttpUrl` and `format: duration` for
+    `timedelta`; jsonschema checks neither here (they need rfc3987 and isoduration), so every
+    value the slot language admits is read back by Pydantic itself."""
+    schema = Addresses.model_json_schema()["properties"][field]
+    lang = compile_language(schema)
+    adapter = TypeAdapter(Addresses.model_fields[field].annotation)
+    rng = random.Random(field)
+    for _ in range(200):
+        adapter.validate_python(json.loads(random_member(lang, rng)))

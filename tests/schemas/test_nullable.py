@@ -11,11 +11,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+import torch
 from pydantic import BaseModel, ConfigDict
 from tokenizers import Tokenizer
 
+from decide.engine.constraints import bitmask_width
 from decide.jobs.calibration import schema_kind, schema_options
 from decide.jobs.columns import answer_field
 from decide.jobs.derive import schema_type
@@ -175,12 +178,25 @@ def test_a_question_that_could_only_answer_null_is_refused() -> None:
         {"anyOf": [{"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"}, {"type": "null"}]},
         {"type": ["string", "null"], "format": "date-time"},
         {"type": "null"},  # null alone is what it asks for
+        # null beside a branch no string satisfies (counted bounds): null alone too
+        {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0, "pattern": "^[a-z]+$"}]},
         {"enum": [None, "abc"]},
         {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9999}, {"type": "null"}]},
         {"type": ["string", "null"], "maxLength": 2},
         {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
     ):
         compile_slot(fine, vocab)
+    # what the masks of a null-alone slot let through decodes as null
+    null_alone = {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0, "minLength": 1}]}
+    slot = compile_slot(null_alone, vocab)
+    filler = tokenizer.get_vocab_size()
+    state = slot.new_constraint(filler, slot.length)
+    rows = torch.zeros((slot.length, bitmask_width(filler + 1)), dtype=torch.int32)
+    for p in range(slot.length):
+        state.fill_bitmask(rows)
+        bits = np.unpackbits(rows[p].numpy().view(np.uint8), bitorder="little")
+        assert state.commit(p, int(np.nonzero(bits)[0][-1]))
+    assert state.decode().value is None
 
 
 class Priced(BaseModel):
