@@ -377,16 +377,21 @@ def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, aske
     if spec.long_documents == "error":
         click.echo("longer documents are error rows (long_documents: error)")
         return
-    for k, group in enumerate(planner.groups(asked), start=1):
+    groups = planner.groups(asked)
+    for k, group in enumerate(groups, start=1):
         try:
             _, _, budget = planner.room(group, label=f"block {k}")
         except NoRoom as exc:
             click.echo(f"longer documents cannot be read: {exc}")
             return
         top = "" if spec.windows.top_k is None else f", the {spec.windows.top_k} BM25 ranks first"
-        click.echo(f"longer documents, block {k} ({group[0].id} .. {group[-1].id}): windows of up "
-                   f"to {budget} document tokens{top} (later blocks' prompts also hold earlier "
-                   "answers)")  # fmt: skip
+        windows = f"windows of up to {budget} document tokens{top}"
+        if len(groups) == 1:
+            click.echo(f"longer documents: {windows}")
+            continue
+        ids = group[0].id if len(group) == 1 else f"{group[0].id} .. {group[-1].id}"
+        click.echo(f"longer documents, block {k} ({ids}): {windows} (later blocks' prompts also "
+                   "hold earlier answers)")  # fmt: skip
 
 
 @main.command()

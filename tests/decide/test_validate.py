@@ -84,8 +84,12 @@ def test_validate_says_how_long_documents_are_read(tiny_checkpoint, tmp_path) ->
     path.write_text(json.dumps({"questions": questions, "windows": {"questions": 2}}))
     out = CliRunner().invoke(main, ["validate", str(path), "--model", model]).output
     pairs = [line for line in out.splitlines() if line.startswith("longer documents, block")]
-    assert len(pairs) == 9 and "(h0 .. h1)" in pairs[0] and "(h16 .. h16)" in pairs[8]
+    assert len(pairs) == 9 and "(h0 .. h1)" in pairs[0] and "(h16)" in pairs[8]
     assert int(pairs[0].split("windows of up to ")[1].split()[0]) > sizes[2]
+    # one block: no block to name, no earlier answers to hold
+    path.write_text(json.dumps({"questions": questions[:3]}))
+    out = CliRunner().invoke(main, ["validate", str(path), "--model", model]).output
+    assert "longer documents: windows of up to " in out and "block" not in out, out
     for policy, said in (("error", "are error rows"), ("truncate", "keep their head and tail")):
         path.write_text(json.dumps({"questions": questions[:3], "long_documents": policy}))
         out = CliRunner().invoke(main, ["validate", str(path), "--model", model]).output
