@@ -41,9 +41,9 @@ def questions_from_model(model: type | Mapping[str, Any]) -> list[dict[str, Any]
     """One question per property of a Pydantic model class (its `model_json_schema()`) or of a
     JSON Schema of an object: `id` the property's name, `text` its `description` (else its
     `title`, else its name), `schema` the property's schema with the model's `$defs` (or
-    `definitions`) beside it, so references to enums and nested models resolve. `extract`,
-    `absent`, `unit` and `derive` in a property's schema (`json_schema_extra`) move to its
-    question. Validate a decision with `Model.model_validate(decision.answers)`."""
+    `definitions`) it refers to beside it, so references to enums and nested models resolve.
+    `extract`, `absent`, `unit` and `derive` in a property's schema (`json_schema_extra`) move
+    to its question. Validate a decision with `Model.model_validate(decision.answers)`."""
     schema = model.model_json_schema() if hasattr(model, "model_json_schema") else model
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     if not isinstance(properties, Mapping) or not properties:
@@ -59,10 +59,42 @@ def questions_from_model(model: type | Mapping[str, Any]) -> list[dict[str, Any]
         if isinstance(prop, dict):
             question["text"] = prop.get("description") or prop.get("title") or name
             question.update({k: prop.pop(k) for k in QUESTION_KEYS if k in prop})
-            question["schema"] = {**prop, **shared}
+            question["schema"] = {**prop, **_defs_used(prop, shared)}
         else:  # a boolean schema
             question.update(text=name, schema=prop)
         out.append(question)
+    return out
+
+
+def _defs_used(prop: dict[str, Any], shared: dict[str, Any]) -> dict[str, Any]:
+    """`shared` (the model's `$defs` or `definitions`, and `$schema`) with only the definitions
+    `prop` refers to, directly or through other definitions (`#/$defs/Name`); all of them where
+    a reference is not of that form, so nothing it needs is dropped."""
+    out = {k: v for k, v in shared.items() if k == "$schema"}
+    for key in ("$defs", "definitions"):
+        defs = shared.get(key)
+        if not isinstance(defs, Mapping):
+            continue
+        prefix = f"#/{key}/"
+        used: set[str] = set()
+        todo: list[Any] = [prop]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, Mapping):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#/"):
+                    target = ref[len(prefix) :].split("/", 1)[0] if ref.startswith(prefix) else None
+                    if target not in defs:
+                        used = set(defs)  # a reference elsewhere: keep every definition
+                        break
+                    if target not in used:
+                        used.add(target)
+                        todo.append(defs[target])
+                todo.extend(node.values())
+            elif isinstance(node, list):
+                todo.extend(node)
+        if used:
+            out[key] = {k: v for k, v in defs.items() if k in used}
     return out
 
 

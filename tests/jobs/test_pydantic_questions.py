@@ -43,6 +43,28 @@ def test_one_question_per_field_with_its_description_and_the_models_defs() -> No
         questions_from_model({"type": "string"})
 
 
+class Address(BaseModel):
+    kind: Kind
+
+
+class Policy(BaseModel):
+    holder: str
+    kind: Kind
+    address: Address | None = None
+
+
+def test_each_question_carries_only_the_definitions_it_refers_to() -> None:
+    """A field's schema keeps the model's `$defs` it needs, through nested models too, and
+    not the others; a reference the walk cannot follow keeps them all."""
+    questions = {q["id"]: q["schema"] for q in questions_from_model(Policy)}
+    assert "$defs" not in questions["holder"]
+    assert set(questions["kind"]["$defs"]) == {"Kind"}
+    assert set(questions["address"]["$defs"]) == {"Address", "Kind"}  # Address refers to Kind
+    odd = Policy.model_json_schema()
+    odd["properties"]["holder"] = {"$ref": "#/properties/kind"}
+    assert set(questions_from_model(odd)[0]["schema"]["$defs"]) == {"Address", "Kind"}
+
+
 def test_a_field_copied_without_the_models_defs_is_refused_saying_what_to_do(models) -> None:
     bare = dict(questions_from_model(Claim)[2])
     bare["schema"] = {"$ref": "#/$defs/Kind"}
