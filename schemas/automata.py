@@ -114,9 +114,10 @@ class NFA:
         self.epsilon(frag[0], frag[1])
         return frag
 
-    def embed(self, dfa: DFA, region: int | None = 0) -> Frag:
+    def embed(self, dfa: DFA, region: int | None = 0, fold: bool = False) -> Frag:
         """Copy a DFA in. With `region` an int the DFA must be region-free and all its states go
-        into `region`; with None its own regions are copied as fresh regions of this NFA."""
+        into `region`; with None its own regions are copied as fresh regions of this NFA. `fold`:
+        every edge on `A`-`Z` gets a twin on the lower-case letters (`fold_case`)."""
         if region is None:
             fresh = [0] + [self.new_region(r.lo, r.hi, r.pointer) for r in dfa.regions[1:]]
             base = [self.state(fresh[int(r)]) for r in dfa.region]
@@ -134,6 +135,9 @@ class NFA:
             row = change[s, b + 1 :]
             e = b + (int(np.argmax(row)) if row.any() else 256 - b - 1)
             self.edge(base[s], int(b), int(e), base[t], int(dfa.inc[s, b]))
+            lo, hi = max(int(b), ord("A")), min(int(e), ord("Z"))
+            if fold and lo <= hi:
+                self.edge(base[s], lo + CASE, hi + CASE, base[t], int(dfa.inc[s, b]))
         for s in np.nonzero(dfa.accept)[0]:
             self.epsilon(base[s], end)
         return base[0], end
@@ -513,18 +517,7 @@ def fold_case(dfa: DFA) -> DFA:
     its lower-case letter, then subset construction. Length counters are kept (a letter is one
     code point either way); raises `RegionConflict` where the twins would merge two of them."""
     nfa = NFA()
-    fresh = [0] + [nfa.new_region(r.lo, r.hi, r.pointer) for r in dfa.regions[1:]]
-    base = [nfa.state(fresh[int(r)]) for r in dfa.region]
-    end = nfa.state()
-    for s in range(dfa.n):
-        for b in np.nonzero(dfa.trans[s] >= 0)[0]:
-            t, inc = int(dfa.trans[s, b]), int(dfa.inc[s, b])
-            nfa.edge(base[s], int(b), int(b), base[t], inc)
-            if ord("A") <= b <= ord("Z"):
-                nfa.edge(base[s], int(b) + CASE, int(b) + CASE, base[t], inc)
-    for s in np.nonzero(dfa.accept)[0]:
-        nfa.epsilon(base[s], end)
-    return determinize(nfa, (base[0], end))
+    return determinize(nfa, nfa.embed(dfa, None, fold=True))
 
 
 def unfold(dfa: DFA, data: bytes) -> bytes | None:
