@@ -110,6 +110,13 @@ class Decided:
 def decide(docs: list[data.LongRow], spec: Any, args: argparse.Namespace) -> tuple[list, str]:
     loaded = common.load_trained(args.model)
     engine = DecisionEngine.for_spec(loaded, spec, batch_size=args.batch_size)
+    assert engine.long is not None
+    planner = engine.long.planner
+    if planner.ranker is None or not spec.windows.evidence_ranker:
+        print("windows ranked by BM25 (no learnt evidence ranker)")
+    else:
+        print(f"windows chosen by the model's learnt evidence ranker: a window is read for a "
+              f"hypothesis when its evidence probability reaches {planner.min_evidence:g}")  # fmt: skip
     questions = engine.questions(spec.questions)
     items = [Item(d.doc_id, d.text, questions) for d in docs]
     out = []
@@ -158,6 +165,14 @@ def main() -> None:
         help="windows.tokens: document tokens per window at most (default: all the block leaves)",
     )  # fmt: skip
     parser.add_argument(
+        "--no-evidence-ranker", action="store_true",
+        help="windows.evidence_ranker: false (BM25 or every window, as without a learnt ranker)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-evidence", type=float, default=None,
+        help="windows.min_evidence (default: the learnt ranker's threshold)",
+    )  # fmt: skip
+    parser.add_argument(
         "--per-hypothesis", action="store_true",
         help="also a table of each hypothesis's accuracy against its majority label",
     )  # fmt: skip
@@ -188,6 +203,10 @@ def main() -> None:
         windows["questions"] = args.window_questions
     if args.window_tokens is not None:
         windows["tokens"] = args.window_tokens
+    if args.no_evidence_ranker:
+        windows["evidence_ranker"] = False
+    if args.min_evidence is not None:
+        windows["min_evidence"] = args.min_evidence
     base_spec = data.spec(split)
     decoding = {**base_spec.get("decoding", {}), **common.decoding_settings(args.decoding)}
     spec = parse_spec({**base_spec, "windows": windows, "decoding": decoding}, "contractnli")

@@ -331,7 +331,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     except QuestionsRefused as exc:
         _fail(spec_refusal(exc))
         return
-    _echo_long_documents(spec, config, tokenizer, book, qset.asked)
+    _echo_long_documents(spec, config, tokenizer, book, qset.asked, path)
     for d in qset.plan.order:
         click.echo(
             f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
@@ -356,8 +356,11 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         )
 
 
-def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, asked: list) -> None:
+def _echo_long_documents(
+    spec: Any, config: Any, tokenizer: Any, book: Any, asked: list, model: Path
+) -> None:
     """What happens to a document too long for the model with this spec."""
+    from decide.jobs.evidence_ranker import EvidenceRanker
     from decide.jobs.pack import Packer
     from decide.jobs.window_plan import NoRoom, WindowPlanner
 
@@ -365,7 +368,8 @@ def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, aske
         return
     packer = Packer.for_model(config, tokenizer, book.filler_id, instruction=spec.instruction,
                               long_documents=spec.long_documents)  # fmt: skip
-    planner = WindowPlanner(packer, spec.windows)
+    ranker = EvidenceRanker.load(model) if spec.windows.evidence_ranker else None
+    planner = WindowPlanner(packer, spec.windows, ranker)
     whole = packer.max_length - len(planner.prompt("", asked, {})) - packer.answer_length(asked)
     if whole > 0:
         click.echo(f"documents of up to {whole} tokens are read whole")
@@ -385,6 +389,12 @@ def _echo_long_documents(spec: Any, config: Any, tokenizer: Any, book: Any, aske
             click.echo(f"longer documents cannot be read: {exc}")
             return
         top = "" if spec.windows.top_k is None else f", the {spec.windows.top_k} BM25 ranks first"
+        learnt = [q.id for q in group if planner.learnt(q)]
+        if learnt:
+            some = "" if len(learnt) == len(group) else f" for {', '.join(learnt)}"
+            k_best = "" if spec.windows.top_k is None else f"the {spec.windows.top_k} best of "
+            reach = f"evidence probability reaches {planner.min_evidence:g}"
+            top = f", {k_best}those whose {reach} (the model's learnt evidence ranker){some}"
         windows = f"windows of up to {budget} document tokens{top}"
         if len(groups) == 1:
             click.echo(f"longer documents: {windows}")

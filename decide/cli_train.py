@@ -73,6 +73,13 @@ def _recipe_fraction(flag: str, text: str):
     "of a long document without them teaches the question's absent value.",
 )
 @click.option(
+    "--evidence-ranker/--no-evidence-ranker",
+    default=True,
+    show_default=True,
+    help="With --evidence-column: also fit the learnt evidence ranker (which windows of a long "
+    "document to read for each question; scikit-learn) and write it with the model.",
+)
+@click.option(
     "--work",
     type=click.Path(path_type=Path),
     default=Path("build/bundled"),
@@ -167,6 +174,7 @@ def train(
     spec_path: Path | None,
     gold_column: str,
     evidence_column: str | None,
+    evidence_ranker: bool,
     work: Path,
     steps: int | None,
     minutes: float | None,
@@ -258,6 +266,7 @@ def train(
                 spec_path=spec_path,
                 gold_column=gold_column,
                 evidence_column=evidence_column,
+                evidence_ranker=evidence_ranker,
                 from_scratch=from_scratch,
                 resume=resume,
                 progress=progress,

@@ -49,6 +49,7 @@ from decide.schemas import DecodeMismatch
 from decide.schemas.span import WrittenSpans
 
 from .evidence import Evidence, locate
+from .evidence_ranker import EvidenceRanker
 from .extracted import MissingSpan, as_written, copied
 from .failures import FailureKind
 from .questions import CompiledQuestion
@@ -92,7 +93,9 @@ class LongDocuments:
     def __init__(self, engine: DecisionEngine, settings: Any = None) -> None:
         self.engine = engine
         self.packer = engine.packer
-        self.planner = WindowPlanner(engine.packer, settings)
+        self.planner = WindowPlanner(
+            engine.packer, settings, EvidenceRanker.load(engine.loaded.path)
+        )
         self.settings = self.planner.settings
         self.pool = POOL_BATCHES * engine.batch_size
 
@@ -200,8 +203,12 @@ class LongDocuments:
             d.failure = (FailureKind.questions_do_not_fit, str(exc))
             return
         d.windows = max(d.windows, len(plan.windows))
-        for window in self.planner.decided(text, plan.windows, questions):
-            yield from self._window(d, block, window, questions, plan.earlier)
+        reads = self.planner.reads(text, plan.windows, questions)
+        for qid, best in reads.unread.items():  # no window is likely to hold its answer
+            _, value = absent_of(by_id[qid])
+            d.candidates.setdefault(qid, []).append(Candidate(value, 1.0 - best, None))
+        for window, asked in reads.windows:
+            yield from self._window(d, block, window, asked, plan.earlier)
 
     def _window(
         self, d: _Doc, block: int, window: Window, questions: list, earlier: dict
@@ -285,9 +292,9 @@ class LongDocuments:
         assert decision is not None
         if decision.ok:
             decision.evidence = {
-                qid: Evidence(
+                qid: None if c.window is None else Evidence(
                     c.window.index, c.window.start, c.window.end, *(c.span or (None,) * 2)
                 )
                 for qid, c in choice.items()
-            }
+            }  # fmt: skip
         return decision

@@ -176,13 +176,20 @@ class Windows(Strict):
     answer at least `confident` beats an absent one (below 0.5 that includes the best other
     option of a window that answered absent: docs/jobs.md, long documents); `questions`: at
     most that many questions per block of a document read in windows (default 8, as whole; fewer
-    questions leave each window more of the document)."""
+    questions leave each window more of the document); `evidence_ranker`, `min_evidence`: the
+    model's learnt evidence ranker, below."""
 
     tokens: int | None = Field(None, ge=16)
     overlap: int = Field(64, ge=0)
     top_k: int | None = Field(None, ge=1)
     confident: float = Field(0.5, gt=0.0, le=1.0)
     questions: int = Field(BLOCK_QUESTIONS, ge=1, le=BLOCK_QUESTIONS)
+    # The model's learnt evidence ranker (`evidence_ranker.json`, jobs.evidence_ranker) ranks the
+    # windows of the questions it was fitted for instead of BM25; a window whose evidence
+    # probability for such a question is below `min_evidence` (default: the ranker's threshold,
+    # chosen on validation documents; 0 reads every window) is not decided for it.
+    evidence_ranker: bool = True
+    min_evidence: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class InputColumns(Strict):

@@ -1,15 +1,17 @@
 """The windows of one block of a long document, planned the same way for deciding and training.
 
 Contract. `WindowPlanner(packer, settings).plan(text, starts, questions, kept, absent)` gives a
-`BlockPlan` for one block of questions of a document too long for the model: which answers
-of earlier blocks its prompts hold (`earlier`), how many prompt tokens are not document (`fixed`),
-and the windows (`jobs.windows.segment`) of at most the tokens that leaves (minus `MARGIN`;
+`BlockPlan` for one block of questions of a document too long for the model: which answers of
+earlier blocks its prompts hold (`earlier`), how many prompt tokens are not document (`fixed`), and
+the windows (`jobs.windows.segment`) of at most the tokens that leaves (minus `MARGIN`;
 `settings.tokens` caps it), sharing up to `settings.overlap` tokens (at most a quarter of a
-window). `prompt(text, questions, earlier)` is a window's prompt: the packer's layout with the
-earlier answers as compact JSON after the document text (`with_earlier`). Earlier answers are all
-kept while they take at most `EARLIER_SHARE` of the room the document would have without them;
-else the absent ones are left out first, then the oldest. A block whose questions and answers
-leave fewer than `MIN_WINDOW` tokens raises `NoRoom`.
+window). `reads(text, windows, questions)` is which of them are decided, each for which of the
+block's questions: the learnt evidence ranker's (`jobs.evidence_ranker`) for the questions it
+knows, else all or BM25's top k. `prompt(text, questions, earlier)` is a window's prompt: the
+packer's layout with the earlier answers as compact JSON after the document text (`with_earlier`).
+Earlier answers are all kept while they take at most `EARLIER_SHARE` of the room the document would
+have without them; else the absent ones are left out first, then the oldest. A block whose
+questions and answers leave fewer than `MIN_WINDOW` tokens raises `NoRoom`.
 
 `jobs.longdocs` decides with it and `decide.train.windows` builds training examples with it, so a
 model is taught windows exactly as it reads them.
@@ -26,6 +28,7 @@ import numpy as np
 
 from decide.schemas.drafts import validator_class
 
+from .evidence_ranker import EvidenceRanker
 from .pack import Packer
 from .questions import CompiledQuestion
 from .windows import Window, rank, segment
@@ -56,6 +59,12 @@ def with_earlier(text: str, earlier: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class Reads:
+    windows: list[tuple[Window, list[CompiledQuestion]]]  # decided, each for these questions
+    unread: dict[str, float]  # learnt questions no window reaches: their best probability
+
+
+@dataclass(frozen=True)
 class BlockPlan:
     earlier: dict[str, Any]  # the earlier blocks' answers its prompts hold
     fixed: int  # prompt and answer tokens that are not document
@@ -63,11 +72,14 @@ class BlockPlan:
 
 
 class WindowPlanner:
-    def __init__(self, packer: Packer, settings: Any = None) -> None:
+    def __init__(
+        self, packer: Packer, settings: Any = None, ranker: EvidenceRanker | None = None
+    ) -> None:
         from .spec import Windows
 
         self.packer = packer
         self.settings = settings if settings is not None else Windows()
+        self.ranker = ranker
 
     def prompt(
         self, text: str, questions: Sequence[CompiledQuestion], earlier: Mapping[str, Any]
@@ -140,17 +152,61 @@ class WindowPlanner:
         at most per block, balanced)."""
         return self.packer.groups(questions, self.settings.questions)
 
-    def decided(
+    def reads(
         self, text: str, windows: Sequence[Window], questions: Sequence[CompiledQuestion]
-    ) -> list[Window]:
-        """The windows of a block that are decided: all of them, or with `settings.top_k` the k
-        that BM25 ranks highest for the block's question texts, in document order (inference
-        and training read the same ones)."""
-        if self.settings.top_k is None:
-            return list(windows)
-        query = " ".join(q.text for q in questions)
-        chosen = rank([text[w.start : w.end] for w in windows], query, self.settings.top_k)
-        return [windows[i] for i in chosen]
+    ) -> Reads:
+        """The windows of a block that are decided, each with the questions it is asked, in
+        document order (inference and training read the same ones). A question the learnt
+        evidence ranker knows (`ranker`, with `settings.evidence_ranker`) is asked in the
+        windows whose evidence probability reaches `min_evidence` (else the ranker's
+        threshold), the `settings.top_k` most probable of them with `top_k`; one that no window
+        reaches is in `unread` with its best probability. The other questions are asked in
+        every window, or with `top_k` in the k that BM25 ranks highest for their texts."""
+        learnt = [q for q in questions if self.learnt(q)]
+        others = [q for q in questions if not self.learnt(q)]
+        asked: dict[int, list[str]] = {}
+        unread: dict[str, float] = {}
+        for q in learnt:
+            assert self.ranker is not None
+            scores = self.ranker.scores(text, windows, q.text)
+            declared, _ = absent_of(q)
+            floor = self.min_evidence if declared else 0.0  # without an absent value: rank only
+            order = [i for i in np.argsort(-scores, kind="stable") if scores[i] >= floor]
+            if self.settings.top_k is not None:
+                order = order[: self.settings.top_k]
+            if not order:
+                unread[q.id] = float(scores.max()) if len(scores) else 0.0
+            for i in order:
+                asked.setdefault(int(i), []).append(q.id)
+        if others:
+            if self.settings.top_k is None:
+                chosen = range(len(windows))
+            else:
+                query = " ".join(q.text for q in others)
+                chosen = rank([text[w.start : w.end] for w in windows], query, self.settings.top_k)
+            for i in chosen:
+                asked.setdefault(i, []).extend(q.id for q in others)
+        by_id = {q.id: q for q in questions}
+        ordered = [
+            (windows[i], [by_id[q.id] for q in questions if q.id in asked[i]])
+            for i in sorted(asked)
+        ]
+        return Reads(ordered, unread)
+
+    def learnt(self, question: CompiledQuestion) -> bool:
+        """Whether the learnt evidence ranker chooses the windows of `question`."""
+        return (
+            self.ranker is not None
+            and self.settings.evidence_ranker
+            and self.ranker.knows(question.text)
+        )
+
+    @property
+    def min_evidence(self) -> float:
+        """The evidence probability a window needs to be decided for a learnt question."""
+        if self.settings.min_evidence is not None:
+            return self.settings.min_evidence
+        return self.ranker.threshold if self.ranker is not None else 0.0
 
     def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
         """Whether every block of `questions`, asked alone, leaves room for a window of at

@@ -62,7 +62,7 @@ class Candidate:
 
     value: Any
     confidence: float
-    window: Window
+    window: Window | None  # None: the evidence ranker sent the question to no window
     span: tuple[int, int] | None = None  # document offsets of an extract answer's span
 
 
@@ -165,7 +165,11 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def _best(candidates: Sequence[Candidate]) -> Candidate:
-    return max(candidates, key=lambda c: (c.confidence, -c.window.index))
+    return max(candidates, key=lambda c: (c.confidence, -_index(c)))
+
+
+def _index(candidate: Candidate) -> float:
+    return math.inf if candidate.window is None else candidate.window.index
 
 
 def combine(

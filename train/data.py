@@ -4,13 +4,17 @@ Rows carry `document`, optionally a per-row `questions` column (as for `decide r
 decision object as JSON text; rows without questions take the spec's. A document too long for the
 model is trained on in windows, as `decide run` reads it (`train.windows`); an optional evidence
 column (JSON text: per question id a list of `[start, end]` character offsets where the document
-states its answer) lets a window without the evidence teach the question's absent value. Training
+states its answer) lets a window without the evidence teach the question's absent value, and fits
+the learnt evidence ranker (`train.evidence_ranker`, written with the model as
+`evidence_ranker.json`; `evidence_ranker=False` does not), which then chooses the windows
+training reads, as it chooses those `decide run` reads. Training
 draws rows with a seeded generator, so runs are deterministic and resumable. `--from-scratch`
 starts from random weights of the given config instead of the checkpoint's weights.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -22,6 +26,7 @@ import torch
 from decide.engine.loader import build_model, load_config
 from decide.jobs.spec import SpecError, load_spec
 
+from .evidence_ranker import fit as fit_ranker
 from .loop import TrainConfig, save_checkpoint, train
 from .windows import LongRow, WindowRows
 
@@ -100,6 +105,7 @@ def train_from_parquet(
     spec_path: Path | None = None,
     gold_column: str = "gold",
     evidence_column: str | None = None,
+    evidence_ranker: bool = True,
     from_scratch: bool = False,
     resume: bool = False,
     progress: bool | None = None,
@@ -112,9 +118,20 @@ def train_from_parquet(
     if from_scratch and not resume:
         init = random_init(init, out / "scratch", config.seed)
     _, model_config, tokenizer = load_config(init)
-    windows = WindowRows(model_config, tokenizer, rows)
+    ranker = None
+    if evidence_ranker and any(spans for row in rows for spans in row.evidence.values()):
+        if importlib.util.find_spec("sklearn") is None:
+            raise SpecError(
+                "--evidence-column fits the learnt evidence ranker, which needs scikit-learn: "
+                "pip install 'decide[train]', or pass --no-evidence-ranker"
+            )
+        ranker = fit_ranker(rows)  # before training: windows are read as it will read them
+    windows = WindowRows(model_config, tokenizer, rows, ranker=ranker)
     summary = train(init, windows.draw, out, config, resume=resume, progress=progress)
     shutil.rmtree(out / "scratch", ignore_errors=True)
+    if ranker is not None:
+        ranker.save(out)
+        summary["evidence_ranker"] = ranker.about | {"threshold": ranker.threshold}
     return summary
 
 

@@ -17,12 +17,13 @@ A window's gold answer to a question:
 - otherwise the document's gold answer.
 
 A document that fits the model whole is returned as it is. A block's windows are those inference
-decides: all of them, or with `top_k` in the settings the k that BM25 ranks highest for the
-block's question texts (`read`). `evidence_share` of the draws pick, among them, one that
-holds evidence for one of its questions (when there is one); the others pick one uniformly.
-Most window answers are the absent value, so a window's answers that are not weigh
-`found_weight` times as much in the loss (the row's fifth element). Everything is drawn from
-the `random.Random` passed in, so runs repeat for a seed.
+decides, each asked the questions inference asks it (`read`, `WindowPlanner.reads`): all of them,
+or with `top_k` in the settings the k that BM25 ranks highest for the block's question texts, or,
+with a learnt evidence `ranker`, those it finds likely to hold each question's answer.
+`evidence_share` of the draws pick, among them, one that holds evidence for one of its questions
+(when there is one); the others pick one uniformly. Most window answers are the absent value, so a
+window's answers that are not weigh `found_weight` times as much in the loss (the row's fifth
+element). Everything is drawn from the `random.Random` passed in, so runs repeat for a seed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.jobs.evidence import locate
+from decide.jobs.evidence_ranker import EvidenceRanker
 from decide.jobs.pack import DocumentTooLong, Packer
 from decide.jobs.questions import CompiledQuestion
 from decide.jobs.questionset import QuestionBook
@@ -73,6 +75,7 @@ class WindowRows:
         evidence_share: float = 0.5,
         settings: Any = None,
         found_weight: float = 1.0,
+        ranker: EvidenceRanker | None = None,
     ) -> None:
         self.rows = list(rows)
         self.evidence_share = evidence_share
@@ -80,9 +83,9 @@ class WindowRows:
         self.book = QuestionBook(config, tokenizer)
         packer = Packer.for_model(config, tokenizer, self.book.filler_id)
         self.packer = packer
-        self.planner = WindowPlanner(packer, settings)
+        self.planner = WindowPlanner(packer, settings, ranker)
         self._plans: dict[tuple[int, int], BlockPlan | None] = {}
-        self._read: dict[tuple[int, int], list[Window]] = {}
+        self._read: dict[tuple[int, int], list[tuple[Window, list[CompiledQuestion]]]] = {}
         self._whole: dict[int, bool] = {}
         self._starts: dict[int, np.ndarray] = {}
 
@@ -123,13 +126,16 @@ class WindowRows:
                 self._plans[key] = None
         return self._plans[key]
 
-    def read(self, index: int, block: int, plan: BlockPlan) -> list[Window]:
-        """The windows of `plan` that inference decides (`WindowPlanner.decided`)."""
+    def read(
+        self, index: int, block: int, plan: BlockPlan
+    ) -> list[tuple[Window, list[CompiledQuestion]]]:
+        """The windows of `plan` that inference decides, each with the questions it is asked
+        (`WindowPlanner.reads`)."""
         key = (index, block)
         if key not in self._read:
             row = self.rows[index]
             questions = self._groups(row)[block]
-            self._read[key] = self.planner.decided(row.text, plan.windows, questions)
+            self._read[key] = self.planner.reads(row.text, plan.windows, questions).windows
         return self._read[key]
 
     def window_gold(
@@ -163,15 +169,17 @@ class WindowRows:
             plan = self.plan(index, block)
             if plan is None:
                 continue  # this block leaves no room for a window: inference fails the row
-            questions = groups[block]
-            windows = self.read(index, block, plan)
+            read = self.read(index, block, plan)
+            if not read:
+                continue  # the evidence ranker sends this block's questions to no window
             with_evidence = [
-                w for w in windows if any(holds(w, row.evidence.get(q.id, ())) for q in questions)
-            ]
+                (w, asked) for w, asked in read
+                if any(holds(w, row.evidence.get(q.id, ())) for q in asked)
+            ]  # fmt: skip
             if with_evidence and rng.random() < self.evidence_share:
-                window = rng.choice(with_evidence)
+                window, questions = rng.choice(with_evidence)
             else:
-                window = rng.choice(windows)
+                window, questions = rng.choice(read)
             gold = self.window_gold(row, window, questions)
             if gold:
                 by_id = {q["id"]: q for q in row.questions}

@@ -94,3 +94,30 @@ def test_validate_says_how_long_documents_are_read(tiny_checkpoint, tmp_path) ->
         path.write_text(json.dumps({"questions": questions[:3], "long_documents": policy}))
         out = CliRunner().invoke(main, ["validate", str(path), "--model", model]).output
         assert "tokens are read whole" in out and said in out and "block 1" not in out
+
+
+def test_validate_says_which_questions_the_evidence_ranker_reads(tiny_checkpoint, tmp_path):
+    """A model with a learnt evidence ranker: validate names the questions whose windows it
+    chooses and the probability a window needs; `evidence_ranker: false` turns it off."""
+    import shutil
+
+    from helpers.evidence import PETS
+    from helpers.evidence import rows as evidence_rows
+
+    from decide.train.evidence_ranker import fit
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint("bert", vocab="small", init_std=0.2), model)
+    ranker = fit(evidence_rows(range(9)))
+    ranker.save(model)
+    late = {"id": "late", "text": "Was the report late?", "schema": {"type": "boolean"}}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"questions": [PETS, late], "windows": {"top_k": 2}}))
+    out = CliRunner().invoke(main, ["validate", str(path), "--model", str(model)]).output
+    said = ("the 2 best of those whose evidence probability reaches 0.5 (the model's learnt "
+            "evidence ranker) for pets")  # fmt: skip
+    assert said in out, out
+    path.write_text(json.dumps({"questions": [PETS, late],
+                                "windows": {"top_k": 2, "evidence_ranker": False}}))  # fmt: skip
+    out = CliRunner().invoke(main, ["validate", str(path), "--model", str(model)]).output
+    assert "the 2 BM25 ranks first" in out and "evidence ranker" not in out, out

@@ -305,3 +305,36 @@ def test_a_low_confident_threshold_keeps_a_window_that_may_have_found_something(
     assert low.evidence["kind"].window is not None
     half = Decider(bert, batch_size=8, windows={"confident": 0.5}).decide(text, [kind])
     assert half.answers == default.answers  # a runner-up never reaches 0.5
+
+
+def test_a_learnt_evidence_ranker_sends_each_question_to_its_windows(bert, tmp_path) -> None:
+    """With the model's `evidence_ranker.json`, a question it knows is asked only in the windows
+    likely to hold its answer; in a document where none is, it gets its absent value without a
+    window read, with no evidence and the ranker's confidence that nothing is there."""
+    import shutil
+
+    from helpers.evidence import CLAUSES, PETS
+    from helpers.evidence import rows as ranker_rows
+
+    from decide.train.evidence_ranker import fit
+
+    model = tmp_path / "model"
+    shutil.copytree(bert, model)
+    ranker = fit(ranker_rows(range(12)), ranker_rows(range(12, 18)))
+    ranker.save(model)
+    text = long_text(300)
+    middle = text.index(" Sentence", len(text) // 2) + 1
+    text = f"{text[:middle]}{CLAUSES[0]} {text[middle:]}"
+    learnt = Decider(model, batch_size=8).decide(text, [PETS, KIND])
+    off = Decider(model, batch_size=8, windows={"evidence_ranker": False})
+    every = off.decide(text, [PETS, KIND])
+    assert learnt.ok and every.ok and learnt.windows == every.windows > 3
+    pets = learnt.evidence["pets"]
+    assert pets.start <= middle < pets.end
+    alone = Decider(model, batch_size=8).decide(text, [PETS])
+    assert alone.nfe < off.decide(text, [PETS]).nfe  # a window or two instead of all of them
+    plain = long_text(300)
+    nothing = Decider(model, batch_size=8).decide(plain, [PETS, KIND])
+    assert nothing.ok and nothing.answers["pets"] == "not_mentioned"
+    assert nothing.evidence["pets"] is None
+    assert 1 - ranker.threshold < nothing.confidence["pets"] <= 1.0

@@ -10,16 +10,20 @@ import random
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from helpers.evidence import CLAUSES
+from helpers.evidence import rows as evidence_rows
 from helpers.jobdata import long_text
 
 from decide.api import Decider
 from decide.cli import main
 from decide.engine.loader import load_config
+from decide.jobs.evidence_ranker import EvidenceRanker
 from decide.jobs.spec import Windows
 from decide.jobs.window_plan import WindowPlanner, with_earlier
 from decide.jobs.windows import Window
 from decide.train import contractnli
 from decide.train.data import read_rows
+from decide.train.evidence_ranker import fit as fit_ranker
 from decide.train.examples import ExampleBuilder
 from decide.train.windows import LongRow, WindowRows, holds
 
@@ -180,12 +184,23 @@ def test_decide_train_reads_long_documents_in_windows_with_evidence(bert, tmp_pa
         assert window_gold["h2"] == "no" and weights == ({"h0": 3.0, "h2": 3.0} if holds_it
                                                          else {"h2": 3.0})  # fmt: skip
     assert seen.get(True)
+    # With a learnt evidence ranker, a question it knows is asked only in the windows it
+    # ranks as holding its answer (top_k 1: the one with the clause), as inference asks it.
+    pets = evidence_rows(range(9))
+    ranked = WindowRows(config, tokenizer, pets, 0.0, Windows(top_k=1), ranker=fit_ranker(pets))
+    for _ in range(20):
+        window_text, _, window_gold, _, _ = ranked.draw(rng)
+        assert window_gold["pets"] == "yes" and any(c in window_text for c in CLAUSES)
     args = ["train", str(tmp_path / "long.parquet"), "--init", str(bert), "--spec", str(spec),
             "--evidence-column", "evidence", "--steps", "2", "--batch-size", "2",
             "--no-progress", "--option-masking"]  # fmt: skip
     result = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "out" / "train_config.json").read_text())["option_masking"]
+    learnt = EvidenceRanker.load(tmp_path / "out")
+    assert learnt is not None and learnt.knows(QUESTIONS[0]["text"])
+    plain = CliRunner().invoke(main, [*args, "--no-evidence-ranker", "-o", str(tmp_path / "no")])
+    assert plain.exit_code == 0 and EvidenceRanker.load(tmp_path / "no") is None
     frame.with_columns(pl.Series("evidence", ['{"h0": [[1]]}', None])).write_parquet(
         tmp_path / "long.parquet"
     )
