@@ -271,6 +271,10 @@ class JobSpec(Strict):
             windows = self.windows.model_dump()
             if windows["questions"] == BLOCK_QUESTIONS:  # specs without it keep their fingerprint
                 del windows["questions"]
+            if windows["evidence_ranker"]:  # likewise for the learnt evidence ranker's settings
+                del windows["evidence_ranker"]
+            if windows["min_evidence"] is None:
+                del windows["min_evidence"]
             payload["windows"] = windows
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -36,8 +36,10 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, pre_tokenizers
 
 from decide.engine.loader import load_config
+from decide.jobs.evidence_ranker import EvidenceRanker
 
 from . import contractnli, handwritten, mams, synthetic
+from .evidence_ranker import fit as fit_ranker
 from .loop import TrainConfig, train
 from .merge import merge_checkpoints
 from .windows import WindowRows
@@ -243,16 +245,28 @@ def row_sampler(
     return rows
 
 
+def contractnli_ranker() -> EvidenceRanker:
+    """The evidence ranker of the 17 ContractNLI hypotheses: fitted on train50's training part,
+    its threshold chosen on the validation part (`train.evidence_ranker`)."""
+    split = contractnli.load_split("train50")
+    return fit_ranker(
+        contractnli.documents(split, "train"), contractnli.documents(split, "validation")
+    )
+
+
 def contractnli_windows(
-    model_dir: Path, evidence_share: float = EVIDENCE_SHARE, found_weight: float = FOUND_WEIGHT
+    model_dir: Path,
+    evidence_share: float = EVIDENCE_SHARE,
+    found_weight: float = FOUND_WEIGHT,
+    ranker: EvidenceRanker | None = None,
 ) -> WindowRows:
     """Windows of the ContractNLI NDAs of train50's training part, for the model in
-    `model_dir` (its tokenizer and context decide the windows)."""
+    `model_dir` (its tokenizer and context decide the windows), read as inference reads them
+    with `ranker`."""
     _, config, tokenizer = load_config(model_dir)
     rows = contractnli.documents(contractnli.load_split("train50"), "train")
-    return WindowRows(
-        config, tokenizer, rows, evidence_share, contractnli.window_settings(), found_weight
-    )
+    settings = contractnli.window_settings()
+    return WindowRows(config, tokenizer, rows, evidence_share, settings, found_weight, ranker)
 
 
 def export(run: Path, target: Path) -> None:
@@ -332,9 +346,11 @@ def build(
         if not (init / "model.safetensors").is_file():
             build_init(work)
     written = handwritten.load_split("train", HANDWRITTEN_DOMAINS) if written_share > 0 else []
+    # The windows are read as `decide run` reads them with the ranker the model then carries.
+    ranker = contractnli_ranker() if windows_share > 0 else None
     rows = row_sampler(
         Tokenizer.from_file(str(init / "tokenizer.json")),
-        windows=contractnli_windows(init) if windows_share > 0 else None,
+        windows=contractnli_windows(init, ranker=ranker) if windows_share > 0 else None,
         windows_share=windows_share,
         written=written,
         written_share=written_share,
@@ -363,6 +379,8 @@ def build(
             "synthetic": "drawn fresh per row (train phrasings and entities)",
         },
     }
+    if ranker is not None:
+        summary["recipe"]["evidence_ranker"] = ranker.about | {"threshold": ranker.threshold}
     summary["recipe"]["merge"] = {"weight": merge, "formula": "(1 - w)*start + w*trained"}
     (work / "run" / "train_summary.json").write_text(json.dumps(summary, indent=2))
     if target is not None:
@@ -388,6 +406,8 @@ def build(
         for item in trained.iterdir():
             if item.name not in ("model.safetensors", "train_summary.json"):
                 shutil.copyfile(item, target / item.name)
+        if ranker is not None:
+            ranker.save(target)
         summary["recipe"]["merge"]["model_sha256"] = sha256_of(target / "model.safetensors")
         (target / "train_summary.json").write_text(json.dumps(summary, indent=2))
     return summary

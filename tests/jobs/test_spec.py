@@ -36,6 +36,12 @@ def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> No
     assert parse_spec({**top, "windows": {"top_k": 3, "questions": 2}}).fingerprint() != (
         "dd1281bc6ad3c80f"
     )
+    # the learnt evidence ranker's settings (2026-12-06): at their defaults, the same
+    ranker = {"top_k": 3, "evidence_ranker": True, "min_evidence": None}
+    assert parse_spec({**top, "windows": ranker}).fingerprint() == "dd1281bc6ad3c80f"
+    for changed in ({"evidence_ranker": False}, {"min_evidence": 0.2}):
+        spec = {**top, "windows": {"top_k": 3, **changed}}
+        assert parse_spec(spec).fingerprint() != "dd1281bc6ad3c80f"
     # `grow_slots` (default true since it exists as a default): a spec without it keeps its
     # fingerprint; turning it off changes answers, so the fingerprint.
     grow = {"questions": [QUESTION], "decoding": {"grow_slots": True}}
