@@ -15,8 +15,10 @@ Contract.
   characters, their bigrams; 1 + log of a count, times idf, L2-normalised): the same features
   scikit-learn's `TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)` makes.
 - `EvidenceRanker.knows(question_text)`: whether a scorer was fitted for that text (whitespace
-  folded); `scores(document, windows, question_text)`: per window, the evidence probability of
-  its most evidence-like sentence (a window without such a sentence scores its whole text).
+  folded); `scores(document, windows, question_texts)`: per question text, per window, the
+  evidence probability of its most evidence-like sentence (a window without such a sentence
+  scores its whole text); the sentences are featurized once, as sparse rows, so memory grows
+  with the document, not with its sentences × the vocabulary.
   `threshold` is the probability below which a window is taken not to hold the answer (chosen
   on validation documents when fitted); `windows.min_evidence` overrides it per job.
 - `save(directory)` / `EvidenceRanker.load(directory)` (None when the file is absent). The file
@@ -88,11 +90,20 @@ class Featurizer:
             out.append((index, values / norm if norm else values))
         return out
 
+    def sparse(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of `texts` as CSR arrays (values, feature indices, row of each entry): memory
+        grows with the words, not with texts × vocabulary."""
+        rows = self.rows(texts)
+        values = np.concatenate([v for _, v in rows]) if rows else np.zeros(0)
+        index = np.concatenate([i for i, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(len(rows)), [len(i) for i, _ in rows])
+        return values, index, owner
+
     def dense(self, texts: Sequence[str]) -> np.ndarray:
-        """The rows of `texts` as a dense (texts × vocabulary) matrix."""
+        """The rows of `texts` as a dense (texts × vocabulary) matrix (small inputs, tests)."""
         matrix = np.zeros((len(texts), len(self.idf)))
-        for i, (index, values) in enumerate(self.rows(texts)):
-            matrix[i, index] = values
+        values, index, owner = self.sparse(texts)
+        matrix[owner, index] = values
         return matrix
 
 
@@ -122,23 +133,34 @@ class EvidenceRanker:
 
     def probabilities(self, texts: Sequence[str], question_text: str) -> np.ndarray:
         """The evidence probability of each text for the question."""
+        return self._probabilities(self.featurizer.sparse(texts), len(texts), question_text)
+
+    def _probabilities(self, rows: tuple, count: int, question_text: str) -> np.ndarray:
         scorer = self.scorers[fold(question_text)]
-        if not texts:
-            return np.zeros(0)
-        logits = self.featurizer.dense(texts) @ scorer.coef + scorer.intercept
+        values, index, owner = rows
+        logits = np.full(count, scorer.intercept)
+        np.add.at(logits, owner, values * scorer.coef[index])
         return 1.0 / (1.0 + np.exp(-logits))
 
-    def scores(self, document: str, windows: Sequence[Window], question_text: str) -> np.ndarray:
-        """Per window, the evidence probability of its most evidence-like unit."""
+    def scores(
+        self, document: str, windows: Sequence[Window], question_texts: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        """Per question text, per window, the evidence probability of the window's most
+        evidence-like unit (the units are read once for all the questions)."""
         units, owner = [], []
         for i, w in enumerate(windows):
             found = sentences(document, w.start, w.end, self.min_words)
             for a, b in found or [(w.start, w.end)]:
                 units.append(document[a:b])
                 owner.append(i)
-        out = np.zeros(len(windows))
-        if units:
-            np.maximum.at(out, np.asarray(owner), self.probabilities(units, question_text))
+        rows = self.featurizer.sparse(units)
+        out = {}
+        for text in question_texts:
+            best = np.zeros(len(windows))
+            if units:
+                p = self._probabilities(rows, len(units), text)
+                np.maximum.at(best, np.asarray(owner), p)
+            out[text] = best
         return out
 
     def save(self, directory: Path | str) -> Path:

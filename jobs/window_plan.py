@@ -166,9 +166,12 @@ class WindowPlanner:
         others = [q for q in questions if not self.learnt(q)]
         asked: dict[int, list[str]] = {}
         unread: dict[str, float] = {}
-        for q in learnt:
+        probabilities = {}
+        if learnt:
             assert self.ranker is not None
-            scores = self.ranker.scores(text, windows, q.text)
+            probabilities = self.ranker.scores(text, windows, [q.text for q in learnt])
+        for q in learnt:
+            scores = probabilities[q.text]
             declared, _ = absent_of(q)
             floor = self.min_evidence if declared else 0.0  # without an absent value: rank only
             order = [i for i in np.argsort(-scores, kind="stable") if scores[i] >= floor]
@@ -186,11 +189,7 @@ class WindowPlanner:
                 chosen = rank([text[w.start : w.end] for w in windows], query, self.settings.top_k)
             for i in chosen:
                 asked.setdefault(i, []).extend(q.id for q in others)
-        by_id = {q.id: q for q in questions}
-        ordered = [
-            (windows[i], [by_id[q.id] for q in questions if q.id in asked[i]])
-            for i in sorted(asked)
-        ]
+        ordered = [(windows[i], [q for q in questions if q.id in asked[i]]) for i in sorted(asked)]
         return Reads(ordered, unread)
 
     def learnt(self, question: CompiledQuestion) -> bool:

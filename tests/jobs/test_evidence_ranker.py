@@ -13,7 +13,14 @@ from helpers.evidence import CLAUSES, PETS, document, rows
 from helpers.jobdata import long_text
 
 from decide.engine.loader import load_config
-from decide.jobs.evidence_ranker import FILE, EvidenceRanker, Featurizer, sentences, terms
+from decide.jobs.evidence_ranker import (
+    FILE,
+    EvidenceRanker,
+    Featurizer,
+    Scorer,
+    sentences,
+    terms,
+)
 from decide.jobs.pack import Packer
 from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import Windows, parse_questions
@@ -63,7 +70,8 @@ def test_saved_as_json_and_read_back_to_the_same_scores(ranker, tmp_path) -> Non
     text, _ = document(50, CLAUSES[0])
     windows = [Window(0, 0, len(text) // 2, 0), Window(1, len(text) // 2, len(text), 0)]
     np.testing.assert_allclose(
-        again.scores(text, windows, PETS["text"]), ranker.scores(text, windows, PETS["text"]),
+        again.scores(text, windows, [PETS["text"]])[PETS["text"]],
+        ranker.scores(text, windows, [PETS["text"]])[PETS["text"]],
         atol=1e-6,
     )  # fmt: skip
     assert again.threshold == ranker.threshold
@@ -127,3 +135,29 @@ def test_the_planner_asks_learnt_questions_where_the_ranker_finds_them(planner, 
     assert len(off.reads(plain, windows_of(packer, plain), [pets]).windows) > 4
     floor = WindowPlanner(packer, Windows(min_evidence=0.0, top_k=2), ranker)
     assert len(floor.reads(plain, windows_of(packer, plain), [pets]).windows) == 2
+
+
+def test_scoring_a_1_mb_document_stays_within_bounded_memory() -> None:
+    """Sentences are featurized as sparse rows: a 1 MB document against a 20,000-term vocabulary
+    (dense, its 24,000 sentences would take 3.8 GB) peaks at a small multiple of the text."""
+    import tracemalloc
+
+    vocabulary = {f"w{i}": i for i in range(20_000)}
+    vocabulary.update({w: len(vocabulary) + k for k, w in enumerate(
+        ["sentence", "says", "water", "damage", "roof", "policy", "late", "was", "noted"])})  # fmt: skip
+    rng = np.random.default_rng(0)
+    featurizer = Featurizer(vocabulary, np.ones(len(vocabulary)))
+    scorer = Scorer(rng.normal(size=len(vocabulary)), 0.0)
+    big = EvidenceRanker(featurizer, {"Q?": scorer, "R?": scorer}, 0.5, min_words=3)
+    text = long_text(24_000)
+    assert len(text) > 1_000_000
+    windows = [Window(i, a, min(a + 4000, len(text)), 0) for i, a in
+               enumerate(range(0, len(text), 4000))]  # fmt: skip
+    tracemalloc.start()
+    try:
+        scores = big.scores(text, windows, ["Q?", "R?"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert scores["Q?"].shape == (len(windows),) and np.all((scores["Q?"] > 0) & (scores["Q?"] < 1))
+    assert peak < 40 * len(text), peak

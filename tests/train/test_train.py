@@ -480,7 +480,7 @@ def test_the_recipe_reads_contractnli_windows_with_its_evidence_ranker() -> None
             cut = planned.plan(i, block).windows
             for q in group:
                 if doc.evidence[q.id]:
-                    best = int(np.argmax(ranker.scores(doc.text, cut, q.text)))
+                    best = int(np.argmax(ranker.scores(doc.text, cut, [q.text])[q.text]))
                     hits.append(holds(cut[best], doc.evidence[q.id]))
     assert len(hits) == 99 and sum(hits) >= 0.8 * len(hits)
     windows = contractnli_windows(PACKAGE_MODEL, ranker=ranker)
@@ -489,5 +489,5 @@ def test_the_recipe_reads_contractnli_windows_with_its_evidence_ranker() -> None
         text, questions, _, _, _ = windows.draw(rng)
         part = text.split("\n\nAnswers so far:")[0]
         for q in questions:
-            score = ranker.scores(part, [Window(0, 0, len(part), 0)], q["text"])[0]
+            score = ranker.scores(part, [Window(0, 0, len(part), 0)], [q["text"]])[q["text"]][0]
             assert score >= ranker.threshold, (q["id"], part[:80])
