@@ -82,13 +82,8 @@ def fit(
     n = len(units)
     idf = np.array([math.log((1 + n) / (1 + df[t])) + 1.0 for t in vocabulary])
     featurizer = Featurizer(vocabulary, idf)
-    data, indices, indptr = [], [], [0]
-    for index, values in featurizer.rows(units):
-        order = np.argsort(index)
-        indices.extend(index[order].tolist())
-        data.extend(values[order].tolist())
-        indptr.append(len(indices))
-    x = csr_matrix((data, indices, indptr), shape=(n, len(vocabulary)))
+    values, index, owner = featurizer.sparse(units)
+    x = csr_matrix((values, (owner, index)), shape=(n, len(vocabulary)))
     scorers = {}
     for qid, text in texts.items():
         y = np.asarray(labels[qid])
