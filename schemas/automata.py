@@ -53,6 +53,10 @@ class NFA:
         self.edges: list[list[tuple[int, int, int, int]]] = []
         self.region: list[int] = []
         self.regions: list[Region] = [Region(0, None, "")]
+        # States inside a string without length bounds (region 0 like the states outside one),
+        # and the bounded regions a union held such a string to (`determinize`).
+        self.unbounded: set[int] = set()
+        self.narrowed: dict[str, None] = {}
 
     def state(self, region: int = 0) -> int:
         self.eps.append([])
@@ -315,6 +319,10 @@ def determinize(nfa: NFA, frag: Frag, max_states: int = 20_000) -> DFA:
         if len(found) > 1:
             raise RegionConflict([nfa.regions[r] for r in sorted(found)])
         region[j] = found.pop() if found else 0
+        if region[j] and not nfa.unbounded.isdisjoint(subset):
+            # An unbounded string shares its path with a bounded one: one counter serves both,
+            # so the union keeps the bounded one's limit (sound; its other values are cut).
+            nfa.narrowed[nfa.regions[region[j]].pointer] = None
     accept = np.array([frag[1] in subset for subset in order], dtype=bool)
     dfa = DFA(np.stack(rows), np.stack(incs), accept, region, list(nfa.regions))
     return minimize(dfa)

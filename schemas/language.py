@@ -107,6 +107,11 @@ def _compile(schema: Any, norm: Normalized, max_recursion: int) -> Language:
         lang = comp.node([("", norm.schema)], ())
         nfa = NFA()
         dfa = automata.determinize(nfa, lang.build(nfa))
+        for pointer in nfa.narrowed:
+            comp.cuts[
+                f"{pointer or '#'}: strings of another branch that share a path with this one "
+                "are held to its length bounds (one length counter per path)"
+            ] = None
     except automata.RegionConflict as exc:
         ptr = exc.regions[-1].pointer
         raise UnsupportedSchema(

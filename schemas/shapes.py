@@ -55,6 +55,17 @@ def literal(texts: list[str]) -> Lang:
 EMPTY = literal([])
 
 
+def _spans(content: DFA, lo: int, hi: int | None, pointer: str) -> bool:
+    """Whether some string `content` accepts has between `lo` and `hi` code points."""
+    nfa = NFA()
+    region = nfa.new_region(lo, hi, pointer)
+    body = nfa.embed(content, region)
+    close, end = nfa.state(region), nfa.state()  # bounds are checked on leaving the region
+    nfa.epsilon(body[1], close)
+    nfa.edge(close, 0x22, 0x22, end)
+    return not automata.is_empty(automata.determinize(nfa, (body[0], end)))
+
+
 def union(langs: list[Lang]) -> Lang:
     if len(langs) == 1:
         return langs[0]
@@ -197,12 +208,21 @@ class Shapes:
         content = contents[0] if contents else _any_string_dfa()
         for extra in contents[1:]:
             content = automata.product(content, extra)
+        bounded = lo > 0 or hi is not None
+        if bounded and not _spans(content, lo, hi, pointer):
+            # No string of the pattern/format has a length in bounds (`pattern: "^[a-z]+$"` with
+            # `maxLength: 0`): empty here, so an `anyOf` keeps its other branches' values
+            # instead of the shared length counter holding them to this branch's bounds.
+            return EMPTY
 
         def build(nfa: NFA) -> Frag:
-            region = nfa.new_region(lo, hi, pointer) if (lo > 0 or hi is not None) else 0
+            region = nfa.new_region(lo, hi, pointer) if bounded else 0
             open_q = nfa.literal(b'"')
+            first = len(nfa.region)
             body = nfa.embed(content, region)
             close = nfa.state(region)
+            if not bounded:
+                nfa.unbounded.update(range(first, close + 1))
             end = nfa.state()
             nfa.edge(close, 0x22, 0x22, end)
             nfa.epsilon(body[1], close)

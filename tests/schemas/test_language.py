@@ -156,6 +156,24 @@ def test_string_lengths_count_code_points_not_bytes() -> None:
         assert lang.accepts(content(s)) == ok, s
 
 
+def test_a_string_branch_no_length_allows_is_empty_not_a_bound_on_the_others() -> None:
+    # `^[a-z]+$` with maxLength 0 has no value: the anyOf is the first branch, unbounded.
+    lang = compile_language(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": "^[a-z]+$"},
+                {"type": "string", "pattern": "^[a-z]+$", "maxLength": 0},
+            ]
+        }
+    )
+    assert lang.accepts('"abcdefgh"') and not lang.accepts('""') and not lang.cuts
+    # A bounded branch on the same path holds the unbounded one to its bounds (one counter per
+    # path): sound, and said as a cut instead of silently.
+    held = compile_language({"anyOf": [{"type": "string"}, {"type": "string", "maxLength": 5}]})
+    assert held.accepts('"abcde"') and not held.accepts('"abcdef"')
+    assert held.cuts and held.cuts[0].startswith("/anyOf/1/maxLength")
+
+
 def test_objects_follow_schema_key_order_and_required() -> None:
     schema = {
         "type": "object",

@@ -12,7 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from tokenizers import Tokenizer
@@ -134,6 +134,17 @@ PROBES = [None, True, False, 0, 1, -1, 7, 0.5, "", "a", "ab", [], [0], {}, {"a":
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=composite(), seed=st.integers(0, 2**32 - 1), fraction=st.floats(0, 1))
+# Found by this test: an empty string branch (no [a-z]+ of length 0) once bounded the other.
+@example(
+    schema={
+        "anyOf": [
+            {"type": "string", "pattern": "^[a-z]+$"},
+            {"type": "string", "pattern": "^[a-z]+$", "maxLength": 0},
+        ]
+    },
+    seed=0,
+    fraction=0.0,
+)
 def test_sampled_completions_validate(vocab, schema, seed: int, fraction: float):
     vocab, filler = vocab
     try:
