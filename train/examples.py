@@ -49,6 +49,20 @@ class Example:
     # per position of `ids`: what to add to the position the model encodes (the positions
     # slots laid out short before it left out, as decoding encodes them); empty: none
     shifts: list[int] = field(default_factory=list)
+    # this example's masking, besides the run's (`train.loop`): finite slots masked as whole
+    # options, masked positions weighed 1/max(t, masked share); set by its row (`RowMasking`)
+    option_masking: bool = False
+    cap_weight: bool = False
+
+
+@dataclass(frozen=True)
+class RowMasking:
+    """How one training row's example is masked, besides the run's `TrainConfig` (the sixth
+    element of a row, `train.loop.Rows`): the ContractNLI windows of the bundled recipe with
+    option masking while its other rows train as before (`train.windows.WindowRows`)."""
+
+    option_masking: bool = False
+    cap_weight: bool = False
 
 
 @dataclass
@@ -146,12 +160,14 @@ class ExampleBuilder:
         rng: random.Random,
         given: Collection[str] = (),
         weights: Mapping[str, float] | None = None,
+        masking: RowMasking | None = None,
     ) -> Example | None:
         """One example for a row (a random block when there are several), or None if skipped.
         The answers of the questions in `given` stay in their slots, never masked: what the
         trained answers see when they are decided after those (a derived answer after its
         inputs). `weights` scales the loss of some questions' positions (a window's answers that
-        are not its question's absent value, `train.windows`)."""
+        are not its question's absent value, `train.windows`); `masking` how its example is
+        masked besides the run's masking."""
         self.stats.rows += 1
         try:
             compiled = self.book.build(parse_questions(list(questions), "row")).questions
@@ -220,4 +236,15 @@ class ExampleBuilder:
             self.stats.skip("every answer given")
             return None
         shifts = list(accumulate(steps)) if any(steps) else []
-        return Example(ids, slots, is_value, question, finite, scale, shifts)
+        masking = masking or RowMasking()
+        return Example(
+            ids,
+            slots,
+            is_value,
+            question,
+            finite,
+            scale,
+            shifts,
+            masking.option_masking,
+            masking.cap_weight,
+        )

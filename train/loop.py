@@ -184,10 +184,11 @@ def batch_loss(
     for i, e in enumerate(examples):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         t = 1.0 - torch.rand((), generator=gen).item()  # (0, 1]
-        picked_positions = masked_positions(e, t, gen, option_masking)
+        picked_positions = masked_positions(e, t, gen, option_masking or e.option_masking)
+        cap = cap_weight or e.cap_weight
         for k, w in zip(
             picked_positions,
-            position_weights(e, picked_positions, t, filler_weight, weighting, cap_weight),
+            position_weights(e, picked_positions, t, filler_weight, weighting, cap),
             strict=True,
         ):
             rows.append(i)
@@ -210,7 +211,8 @@ def batch_loss(
 
 
 # A row: (document, questions, gold answers), optionally with the ids of the questions whose
-# answers are given (stay unmasked) as a fourth element and per-question loss weights as a fifth.
+# answers are given (stay unmasked) as a fourth element, per-question loss weights as a fifth and
+# its own masking (`train.examples.RowMasking`) as a sixth.
 Rows = Callable[[random.Random], tuple[Any, ...]]
 
 

@@ -23,7 +23,9 @@ with a learnt evidence `ranker`, those it finds likely to hold each question's a
 `evidence_share` of the draws pick, among them, one that holds evidence for one of its questions
 (when there is one); the others pick one uniformly. Most window answers are the absent value, so a
 window's answers that are not weigh `found_weight` times as much in the loss (the row's fifth
-element). Everything is drawn from the `random.Random` passed in, so runs repeat for a seed.
+element). `masking` (the sixth) masks the windows' examples as the run does not (the bundled
+recipe: finite slots as whole options, `train.examples.RowMasking`). Everything is drawn from
+the `random.Random` passed in, so runs repeat for a seed.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import parse_questions
 from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
 from decide.jobs.windows import Window, token_starts
+
+from .examples import RowMasking
 
 DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
 
@@ -76,8 +80,10 @@ class WindowRows:
         settings: Any = None,
         found_weight: float = 1.0,
         ranker: EvidenceRanker | None = None,
+        masking: RowMasking | None = None,
     ) -> None:
         self.rows = list(rows)
+        self.masking = masking  # how the windows' examples are masked (None: as the run's)
         self.evidence_share = evidence_share
         self.found_weight = found_weight
         self.book = QuestionBook(config, tokenizer)
@@ -157,13 +163,13 @@ class WindowRows:
         return out
 
     def draw(self, rng: random.Random) -> tuple[Any, ...]:
-        """One training row `(text, questions, gold, given, weights)`: a window of a block of a
-        random document (see the module docstring), or a whole document that fits."""
+        """One training row `(text, questions, gold, given, weights, masking)`: a window of a
+        block of a random document (see the module docstring), or a whole document that fits."""
         for _ in range(DRAW_TRIES):
             index = rng.randrange(len(self.rows))
             row = self.rows[index]
             if self.fits(index):
-                return row.text, row.questions, row.gold, (), {}
+                return row.text, row.questions, row.gold, (), {}, self.masking
             groups = self._groups(row)
             block = rng.randrange(len(groups))
             plan = self.plan(index, block)
@@ -186,6 +192,6 @@ class WindowRows:
                 text = with_earlier(row.text[window.start : window.end], plan.earlier)
                 found = {q.id: self.found_weight for q in questions if self.found_weight != 1.0
                          and q.id in gold and absent_of(q) != (True, gold[q.id])}  # fmt: skip
-                return text, [by_id[qid] for qid in gold], gold, (), found
+                return text, [by_id[qid] for qid in gold], gold, (), found, self.masking
         raise ValueError(f"no trainable window in {DRAW_TRIES} draws: the questions of these "
                          "documents leave no room for a window of them")  # fmt: skip

@@ -24,12 +24,13 @@ from decide.jobs.windows import Window
 from decide.train import contractnli
 from decide.train.bundled import (
     PACKAGE_MODEL,
+    WINDOW_MASKING,
     contractnli_ranker,
     contractnli_windows,
     row_sampler,
 )
 from decide.train.contractnli import LABELS
-from decide.train.examples import ExampleBuilder
+from decide.train.examples import ExampleBuilder, RowMasking
 from decide.train.loop import (
     TrainConfig,
     batch_loss,
@@ -305,7 +306,7 @@ def test_the_recipe_mixes_contractnli_windows_at_its_share() -> None:
     drawn = [mixed(rng) for _ in range(60)]
     nli = [r for r in drawn if r[1] and r[1][0]["schema"] == {"enum": list(LABELS.values())}]
     assert 15 <= len(nli) <= 45
-    assert all(len(r[1]) <= 6 and len(r) == 5 for r in nli)
+    assert all(len(r[1]) <= 6 and len(r) == 6 and r[5] == WINDOW_MASKING for r in nli)
     a, b = random.Random(3), random.Random(3)
     assert [plain(a)[:3] for _ in range(10)] == [before(b)[:3] for _ in range(10)]
 
@@ -442,6 +443,50 @@ def test_capped_weight_bounds_a_drill_with_one_maskable_slot(base) -> None:
     uncapped = batch_loss(loaded.model, [drill], *args, gen(), 1.0)
     capped = batch_loss(loaded.model, [drill], *args, gen(), 1.0, "positions", True)
     assert capped < uncapped and torch.isfinite(capped)
+    # a row's own masking (`RowMasking`) caps its example in a run that does not cap
+    own = builder.build(
+        text, questions, gold, random.Random(0), given, None, RowMasking(False, True)
+    )
+    assert own is not None and own.cap_weight and not own.option_masking
+    assert torch.equal(batch_loss(loaded.model, [own], *args, gen(), 1.0), capped)
+
+
+def test_a_rows_option_masking_masks_its_example_whole_in_a_run_without_it(base) -> None:
+    """The sixth element of a row (the bundled recipe's ContractNLI windows) masks its finite
+    slots whole while the run's other rows are masked position by position."""
+    loaded = load_model(base)
+    builder = ExampleBuilder(loaded.config, loaded.tokenizer)
+    rng = random.Random(2)
+    row = _rows(rng)
+    whole = builder.build(*row, random.Random(0), (), None, RowMasking(option_masking=True))
+    plain = builder.build(*row, random.Random(0))
+    assert whole is not None and plain is not None and whole.option_masking
+    seen: list[torch.Tensor] = []
+
+    class Recorder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = loaded.model
+
+        def forward(self, ids, cache, window_lens):
+            seen.append(ids.clone())
+            return self.inner(ids, cache, window_lens=window_lens)
+
+        def logits(self, hidden):
+            return self.inner.logits(hidden)
+
+    masks = {}
+    mask_id = loaded.config.mask_token_id
+    for name, example in (("whole", whole), ("plain", plain)):
+        batch_loss(Recorder(), [example], mask_id, builder.book.filler_id,
+                   torch.Generator().manual_seed(11), 0.25)  # fmt: skip
+        masked = set(torch.nonzero(seen[-1][0] == mask_id).flatten().tolist())
+        gen = torch.Generator().manual_seed(11)
+        t = 1.0 - torch.rand((), generator=gen).item()
+        expected = masked_positions(example, t, gen, option_masking=name == "whole")
+        assert masked == {example.slots[k] for k in expected}
+        masks[name] = masked
+    assert masks["whole"] != masks["plain"]  # the row's flag changed how it was masked
 
 
 def test_a_refused_row_is_skipped_or_in_strict_mode_stops_the_build(base) -> None:
@@ -486,7 +531,7 @@ def test_the_recipe_reads_contractnli_windows_with_its_evidence_ranker() -> None
     windows = contractnli_windows(PACKAGE_MODEL, ranker=ranker)
     rng = random.Random(5)
     for _ in range(20):
-        text, questions, _, _, _ = windows.draw(rng)
+        text, questions, *_ = windows.draw(rng)
         part = text.split("\n\nAnswers so far:")[0]
         for q in questions:
             score = ranker.scores(part, [Window(0, 0, len(part), 0)], [q["text"]])[q["text"]][0]

@@ -76,8 +76,10 @@ def test_drawn_rows_are_the_prompts_inference_reads(bert, monkeypatch, per_block
     rng = random.Random(0)
     drawn = set()
     for _ in range(60):
-        window_text, questions, gold, given, weights = rows.draw(rng)
-        assert given == () and weights == {}  # found_weight 1: no question weighs more
+        window_text, questions, gold, given, weights, masking = rows.draw(rng)
+        assert (
+            given == () and weights == {} and masking is None
+        )  # found_weight 1: no question weighs more
         ids = tuple(q["id"] for q in questions)
         assert (window_text, ids) in seen
         assert set(gold) == set(ids) and all(gold[q] == decision.answers[q] for q in ids)
@@ -103,7 +105,7 @@ def test_with_top_k_rows_are_drawn_from_the_windows_inference_decides(bert, monk
     per_block: dict[tuple[str, ...], set[str]] = {}
     rows = WindowRows(config, tokenizer, [row], settings=settings)
     for _ in range(60):
-        window_text, asked, _, _, _ = rows.draw(rng)
+        window_text, asked, *_ = rows.draw(rng)
         ids = tuple(q["id"] for q in asked)
         assert (window_text, ids) in seen
         per_block.setdefault(ids, set()).add(window_text)
@@ -174,7 +176,7 @@ def test_decide_train_reads_long_documents_in_windows_with_evidence(bert, tmp_pa
     seen = {}
     rng = random.Random(4)
     for _ in range(30):
-        window_text, _, window_gold, _, weights = windows.draw(rng)
+        window_text, _, window_gold, _, weights, _ = windows.draw(rng)
         if window_text == "A short one.":
             assert window_gold == json.loads(gold) and weights == {}
             continue
@@ -189,7 +191,7 @@ def test_decide_train_reads_long_documents_in_windows_with_evidence(bert, tmp_pa
     pets = evidence_rows(range(9))
     ranked = WindowRows(config, tokenizer, pets, 0.0, Windows(top_k=1), ranker=fit_ranker(pets))
     for _ in range(20):
-        window_text, _, window_gold, _, _ = ranked.draw(rng)
+        window_text, _, window_gold, *_ = ranked.draw(rng)
         assert window_gold["pets"] == "yes" and any(c in window_text for c in CLAUSES)
     args = ["train", str(tmp_path / "long.parquet"), "--init", str(bert), "--spec", str(spec),
             "--evidence-column", "evidence", "--steps", "2", "--batch-size", "2",
