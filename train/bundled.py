@@ -277,8 +277,9 @@ def contractnli_windows(
     )
 
 
-def export(run: Path, target: Path) -> None:
-    """Copy a trained run into the package: bf16 weights, config, tokenizer, licences."""
+def export(run: Path, target: Path, contractnli_windows: bool = False) -> None:
+    """Copy a trained run into the package: bf16 weights, config, tokenizer, licences (and
+    ContractNLI's attribution when its windows were trained on)."""
     target.mkdir(parents=True, exist_ok=True)
     weights = load_file(str(run / "model.safetensors"))
     save_file(
@@ -302,6 +303,14 @@ def export(run: Path, target: Path) -> None:
         "(joke2k/faker, MIT; decide/train/data/entities/LICENSE); no Faker code is included.\n"
         "Words used as product names come from BERT's uncased WordPiece vocabulary\n"
         "(Apache-2.0; decide/train/data/entities/LICENSE-words).\n"
+        + (
+            "Windows of 41 ContractNLI training NDAs (Koreeda & Manning, Findings of EMNLP 2021,\n"
+            "https://stanfordnlp.github.io/contract-nli/, CC BY 4.0) were trained on, and the\n"
+            "evidence ranker (evidence_ranker.json) was fitted on them and 9 more of that split\n"
+            "(decide/train/data/contract-nli/README.md).\n"
+            if contractnli_windows
+            else ""
+        )
     )
 
 
@@ -393,7 +402,7 @@ def build(
     (work / "run" / "train_summary.json").write_text(json.dumps(summary, indent=2))
     if target is not None:
         trained = work / "trained"
-        export(work / "run", trained)
+        export(work / "run", trained, contractnli_windows=windows_share > 0)
         summary["recipe"]["merge"]["trained_sha256"] = sha256_of(trained / "model.safetensors")
         weights = trained / "model.safetensors"
         if merge < 1.0:
