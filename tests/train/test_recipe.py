@@ -57,8 +57,12 @@ def test_the_recipe_cut_short_is_recorded_and_repeats_byte_for_byte(tmp_path) ->
     assert summaries["a"]["steps"] == 2 and len(recipe["commit"]) >= 40
     config = json.loads((tmp_path / "a_model" / "config.json").read_text())
     assert config["torch_dtype"] == "bfloat16"
+    # the recipe trains ContractNLI windows: its model carries their evidence ranker, and
     # ContractNLI (CC BY 4.0) is attributed exactly when its windows were trained on
-    assert "ContractNLI" not in (tmp_path / "a_model" / "NOTICE").read_text()
-    bundled.export(tmp_path / "a" / "run", tmp_path / "windows", contractnli_windows=True)
-    assert "ContractNLI" in (notice := (tmp_path / "windows" / "NOTICE").read_text())
-    assert "CC BY 4.0" in notice and "evidence_ranker.json" in notice
+    assert (
+        bundled.CONTRACTNLI_SHARE > 0 and (tmp_path / "a_model" / "evidence_ranker.json").is_file()
+    )
+    notice = (tmp_path / "a_model" / "NOTICE").read_text()
+    assert "ContractNLI" in notice and "CC BY 4.0" in notice and "evidence_ranker.json" in notice
+    bundled.export(tmp_path / "a" / "run", tmp_path / "plain", contractnli_windows=False)
+    assert "ContractNLI" not in (tmp_path / "plain" / "NOTICE").read_text()
