@@ -270,7 +270,6 @@ def contractnli_windows(
     found_weight: float = FOUND_WEIGHT,
     ranker: EvidenceRanker | None = None,
     masking: RowMasking | None = WINDOW_MASKING,
-    balanced: bool = False,
 ) -> WindowRows:
     """Windows of the ContractNLI NDAs of train50's training part, for the model in
     `model_dir` (its tokenizer and context decide the windows), read as inference reads them
@@ -279,7 +278,7 @@ def contractnli_windows(
     rows = contractnli.documents(contractnli.load_split("train50"), "train")
     settings = contractnli.window_settings()
     return WindowRows(
-        config, tokenizer, rows, evidence_share, settings, found_weight, ranker, masking, balanced
+        config, tokenizer, rows, evidence_share, settings, found_weight, ranker, masking
     )
 
 

@@ -30,9 +30,7 @@ the `random.Random` passed in, so runs repeat for a seed.
 
 from __future__ import annotations
 
-import json
 import random
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,15 +70,6 @@ def holds(window: Window, spans: Sequence[tuple[int, int]]) -> bool:
     )
 
 
-def _balance(rows: Sequence[LongRow]) -> dict[str, Counter[str]]:
-    """Per question id: how often each gold answer (as JSON) occurs over `rows`."""
-    counts: dict[str, Counter[str]] = {}
-    for row in rows:
-        for qid, value in row.gold.items():
-            counts.setdefault(qid, Counter())[json.dumps(value, sort_keys=True)] += 1
-    return counts
-
-
 class WindowRows:
     def __init__(
         self,
@@ -92,13 +81,9 @@ class WindowRows:
         found_weight: float = 1.0,
         ranker: EvidenceRanker | None = None,
         masking: RowMasking | None = None,
-        balanced: bool = False,
     ) -> None:
         self.rows = list(rows)
         self.masking = masking  # how the windows' examples are masked (None: as the run's)
-        # With `balanced`, a found answer also weighs as `_rarity` says: a rare label
-        # (ContractNLI's contradiction) weighs as much in all as a frequent one.
-        self.balance: dict[str, Counter[str]] = _balance(self.rows) if balanced else {}
         self.evidence_share = evidence_share
         self.found_weight = found_weight
         self.book = QuestionBook(config, tokenizer)
@@ -109,17 +94,6 @@ class WindowRows:
         self._read: dict[tuple[int, int], list[tuple[Window, list[CompiledQuestion]]]] = {}
         self._whole: dict[int, bool] = {}
         self._starts: dict[int, np.ndarray] = {}
-
-    def _rarity(self, question: CompiledQuestion, value: Any) -> float:
-        """1, or with `balanced` the count of the question's most frequent answer other than its
-        absent value divided by the count of `value` (a found answer)."""
-        counts = self.balance.get(question.id)
-        if not counts:
-            return 1.0
-        absent = json.dumps(absent_of(question)[1], sort_keys=True)
-        found = {v: n for v, n in counts.items() if v != absent}
-        key = json.dumps(value, sort_keys=True)
-        return max(found.values()) / found[key] if key in found else 1.0
 
     def _groups(self, row: LongRow) -> list[list[CompiledQuestion]]:
         return self.planner.groups(self.book.build(parse_questions(row.questions, "row")).asked)
@@ -216,8 +190,7 @@ class WindowRows:
             if gold:
                 by_id = {q["id"]: q for q in row.questions}
                 text = with_earlier(row.text[window.start : window.end], plan.earlier)
-                found = {q.id: self.found_weight * self._rarity(q, gold[q.id])
-                         for q in questions if (self.found_weight != 1.0 or self.balance)
+                found = {q.id: self.found_weight for q in questions if self.found_weight != 1.0
                          and q.id in gold and absent_of(q) != (True, gold[q.id])}  # fmt: skip
                 return text, [by_id[qid] for qid in gold], gold, (), found, self.masking
         raise ValueError(f"no trainable window in {DRAW_TRIES} draws: the questions of these "

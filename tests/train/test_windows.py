@@ -137,22 +137,6 @@ def test_a_window_teaches_the_label_only_where_it_holds_the_evidence(bert) -> No
     assert holds(Window(0, 3020, 3200, 9), [span]) and not holds(Window(0, 3030, 3200, 9), [span])
 
 
-def test_balanced_found_answers_weigh_a_rare_label_as_much_as_a_frequent_one(bert) -> None:
-    """With `balanced`, a found answer weighs (its question's most frequent found answer's
-    count) / (its own count) over the rows: 3 "yes" and 1 "no" make "no" weigh 3; the absent
-    "nm", however frequent, neither counts nor is weighed."""
-    labels = ["yes", "yes", "yes", "no", "nm", "nm", "nm", "nm", "nm"]
-    questions = QUESTIONS[:2]
-    rows = [LongRow(str(i), "A short one.", questions, {"h0": v, "h1": "yes"})
-            for i, v in enumerate(labels)]  # fmt: skip
-    _, config, tokenizer = load_config(bert)
-    balanced = WindowRows(config, tokenizer, rows, found_weight=2.0, balanced=True)
-    plain = WindowRows(config, tokenizer, rows, found_weight=2.0)
-    h0, h1 = balanced._groups(rows[0])[0]
-    assert [balanced._rarity(h0, v) for v in ("yes", "no", "nm")] == [1.0, 3.0, 1.0]
-    assert balanced._rarity(h1, "yes") == 1.0 and plain._rarity(h0, "no") == 1.0
-
-
 def test_contractnli_parts_are_disjoint_and_evidence_lies_in_the_text() -> None:
     split = contractnli.load_split("train50")
     train = contractnli.documents(split, "train")
