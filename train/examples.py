@@ -49,10 +49,7 @@ class Example:
     # per position of `ids`: what to add to the position the model encodes (the positions
     # slots laid out short before it left out, as decoding encodes them); empty: none
     shifts: list[int] = field(default_factory=list)
-    # this example's masking, besides the run's (`train.loop`): finite slots masked as whole
-    # options, masked positions weighed 1/max(t, masked share); set by its row (`RowMasking`)
-    option_masking: bool = False
-    cap_weight: bool = False
+    masking: RowMasking = field(default_factory=lambda: RowMasking())  # besides the run's
 
 
 @dataclass(frozen=True)
@@ -236,15 +233,6 @@ class ExampleBuilder:
             self.stats.skip("every answer given")
             return None
         shifts = list(accumulate(steps)) if any(steps) else []
-        masking = masking or RowMasking()
         return Example(
-            ids,
-            slots,
-            is_value,
-            question,
-            finite,
-            scale,
-            shifts,
-            masking.option_masking,
-            masking.cap_weight,
+            ids, slots, is_value, question, finite, scale, shifts, masking or RowMasking()
         )

@@ -184,8 +184,8 @@ def batch_loss(
     for i, e in enumerate(examples):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         t = 1.0 - torch.rand((), generator=gen).item()  # (0, 1]
-        picked_positions = masked_positions(e, t, gen, option_masking or e.option_masking)
-        cap = cap_weight or e.cap_weight
+        picked_positions = masked_positions(e, t, gen, option_masking or e.masking.option_masking)
+        cap = cap_weight or e.masking.cap_weight
         for k, w in zip(
             picked_positions,
             position_weights(e, picked_positions, t, filler_weight, weighting, cap),

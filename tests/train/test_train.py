@@ -447,7 +447,7 @@ def test_capped_weight_bounds_a_drill_with_one_maskable_slot(base) -> None:
     own = builder.build(
         text, questions, gold, random.Random(0), given, None, RowMasking(False, True)
     )
-    assert own is not None and own.cap_weight and not own.option_masking
+    assert own is not None and own.masking == RowMasking(option_masking=False, cap_weight=True)
     assert torch.equal(batch_loss(loaded.model, [own], *args, gen(), 1.0), capped)
 
 
@@ -460,7 +460,7 @@ def test_a_rows_option_masking_masks_its_example_whole_in_a_run_without_it(base)
     row = _rows(rng)
     whole = builder.build(*row, random.Random(0), (), None, RowMasking(option_masking=True))
     plain = builder.build(*row, random.Random(0))
-    assert whole is not None and plain is not None and whole.option_masking
+    assert whole is not None and plain is not None and whole.masking.option_masking
     seen: list[torch.Tensor] = []
 
     class Recorder(torch.nn.Module):
