@@ -3,7 +3,8 @@
 The recipe starts from the weights it names (`START`): the model shipped before it, identified by
 the SHA-256 of its `model.safetensors` and read from the git history of this repository (commit
 `START.commit`), or from a directory given with `--init` whose weights have that SHA-256. It trains
-on a mix of hand-written documents (`train/data/handwritten/train/`), MAMS-ACSA train reviews and
+on a mix of hand-written documents (`train/data/handwritten/train/`), MAMS-ACSA train reviews,
+windows of ContractNLI training NDAs (read with the evidence ranker it fits first) and
 synthetic decision documents (claims, loans, tickets; the train split of templates and entities,
 a share of them derived drills), and records in `train_summary.json` the command, the commit, the
 starting weights and the data sizes. `start="minilm"` is the older path from MiniLM:
