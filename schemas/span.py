@@ -38,7 +38,7 @@ from decide.engine.constraints import InfeasibleSlot, bitmask_width
 from .errors import UnsupportedSchema
 from .nullable import value_schema
 from .slot import CompiledSlot, Decoded, check_bitmask
-from .units import unit_places
+from .units import unit_values
 from .vocab import Vocabulary
 from .vocab import plain_text as _plain
 from .written_numbers import number_places
@@ -203,9 +203,9 @@ def number_in_document(value: Any, document: str) -> bool:
 class DocumentNumbers:
     """A document's numbers (`document_numbers`) as one vocabulary spells them: (token ids, JSON
     text) per number, plus `null`; the entries a numeric extract question's `SpanSlot` chooses
-    from. With a `unit`, also the lengths of time or amounts per period it states, in that unit
-    (`units`). Built once per document and shared by its numeric extract questions (of the same
-    unit)."""
+    from. With a `unit`, also the lengths of time or amounts per period it states, in that unit,
+    and not the bare quantities of those stated in another unit (`units.unit_values`). Built
+    once per document and shared by its numeric extract questions (of the same unit)."""
 
     what = "number"
 
@@ -215,10 +215,10 @@ class DocumentNumbers:
         self.vocab = vocab
         values: dict[str, None] = {}
         for part in [document] if isinstance(document, str) else document:
-            places = number_places(part)  # as `document_numbers` reads them
-            values.update(dict.fromkeys(p.value for p in places))
-            if unit is not None:  # and the lengths of time it states, in `unit`
-                values.update(dict.fromkeys(p.value for p in unit_places(part, unit, places)))
+            if unit is None:  # as `document_numbers` reads them
+                values.update(dict.fromkeys(p.value for p in number_places(part)))
+            else:  # and what it states in `unit`, without quantities of other units
+                values.update(dict.fromkeys(unit_values(part, unit)))
         self.entries = _distinct(_encode_all(vocab, [*values, "null"]))
 
 

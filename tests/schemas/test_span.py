@@ -399,6 +399,25 @@ def test_numeric_extract_answers_only_numbers_the_document_states(vocab):
         SpanSlot(slot, filler, DocumentNumbers(NUMBER_DOCUMENT, voc))
 
 
+def test_a_unit_question_is_offered_a_quantity_of_another_unit_only_converted(vocab):
+    """ "Two months ago" answers a question in days with 60, never with 2; "$1,400 a month" a
+    question per year with 16800, never with 1400. Numbers stated as such stay candidates."""
+    voc, filler, _ = vocab
+    slot = compile_slot({"type": "integer", "minimum": 0}, voc)
+    ticket = "Order 44-918273: bought two months ago, and 3 weeks and 4 days later it broke."
+    days = SpanSlot(slot, filler, DocumentNumbers(ticket, voc, unit="days")).values
+    assert {json.loads(v) for v in days} == {44, 918273, 60, 21, 25, 4}  # terms also alone
+    plain = SpanSlot(slot, filler, DocumentNumbers(ticket, voc)).values
+    assert {json.loads(v) for v in plain} == {44, 918273, 2, 3, 4}
+    income = "I earn $1,400 a month and have 2 children."
+    yearly = SpanSlot(slot, filler, DocumentNumbers(income, voc, unit="per_year")).values
+    assert {json.loads(v) for v in yearly} == {16800, 2}
+    monthly = SpanSlot(slot, filler, DocumentNumbers(income, voc, unit="per_month")).values
+    assert {json.loads(v) for v in monthly} == {1400, 2}
+    weekly = "$350 a week"  # per month not whole to two decimals: 350 stays a plain number
+    assert SpanSlot(slot, filler, DocumentNumbers(weekly, voc, unit="per_month")).values == ["350"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=8),
