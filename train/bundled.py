@@ -357,6 +357,7 @@ def build(
     trained weights alone). The summary records `command`, the commit, the starting weights,
     the data sizes and the SHA-256 of the trained and of the written weights."""
     work.mkdir(parents=True, exist_ok=True)
+    commit = head_commit()  # the code that runs: read before the steps, not after them
     config = replace(config, strict_questions=True)  # every row is ours: a refused one is a bug
     if merge is None:
         merge = RECIPE_MERGE["minilm" if init is None and start == "minilm" else "shipped"]
@@ -384,7 +385,7 @@ def build(
         by_domain[document.domain] = by_domain.get(document.domain, 0) + 1
     summary["recipe"] = {
         "command": command,
-        "commit": head_commit(),
+        "commit": commit,
         "start": {
             "name": START.name if init == work / "start" else str(init),
             "model_sha256": sha256_of(init / "model.safetensors"),
