@@ -40,6 +40,8 @@ def copied(value: Any, text: str, schema: Any, dates: DatePolicy, unit: str | No
         return date_in_document(value, text, fmt, dates)
     if isinstance(value, str):
         return in_document(value, text)
+    # Looser than a unit slot's candidates (`units.unit_values` drops the 2 of "2 weeks" in
+    # days): a truncation may cut "2" from its "weeks", and the slot then offers it.
     return number_in_document(value, text) or (
         unit is not None and unit_in_document(value, text, unit)
     )
