@@ -44,7 +44,6 @@ from .evidence_ranker import fit as fit_ranker
 from .examples import RowMasking
 from .loop import TrainConfig, train
 from .merge import merge_checkpoints
-from .synthetic import roles
 from .windows import WindowRows
 
 CHAT_TEMPLATE = "[CLS]{% for message in messages %}{{ message['content'] }}[SEP]{% endfor %}"
@@ -55,9 +54,6 @@ MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
 # 0.4 since the training documents doubled (360: 180 more written on 2026-12-04); 0.3 before.
 HANDWRITTEN_SHARE = 0.4
 HANDWRITTEN_DOMAINS = ("claims", "loans", "tickets")  # leave and rental are never trained on
-# of the rows that are neither windows nor hand-written (before MAMS is drawn): a role document
-# (`synthetic.roles`: which number of a kind answers which question, in eight other domains)
-ROLES_SHARE = 0.3
 # of the synthetic rows: a derived question after its inputs, answers given. Stage 8b (from the
 # comparison drills of stage 8a) ran 0.5; stage 8c, a recovery of the stated facts, 0.2.
 DRILL_SHARE = 0.2
@@ -231,7 +227,6 @@ def row_sampler(
     windows_share: float = CONTRACTNLI_SHARE,
     written: list[handwritten.Document] | None = None,
     written_share: float = HANDWRITTEN_SHARE,
-    roles_share: float = ROLES_SHARE,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
@@ -250,9 +245,6 @@ def row_sampler(
         # likewise the hand-written documents
         if written and rng.random() < written_share:
             return handwritten.training_row(written, rng)
-        # likewise the role documents
-        if roles_share and rng.random() < roles_share:
-            return roles.sample(generator.draw(rng, "train"))
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
