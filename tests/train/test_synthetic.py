@@ -227,6 +227,59 @@ def test_training_claims_often_have_round_or_three_digit_amounts() -> None:
     assert share(train, lambda a: a < 1000) > 0.05 and share(test, lambda a: a < 1000) < 0.05
 
 
+COMPARED = {  # derived question: (value, bound) of its comparison
+    "over_limit": ("amount", "policy_limit"),
+    "within_income": ("requested", "income"),
+}
+
+
+def _comparisons(split: str, count: int = 600) -> list[tuple[str, int, int]]:
+    rng, found = random.Random(23), []
+    while len(found) < count:
+        _, _, _, gold = synthetic.sample_document(rng, split)
+        for qid, (value, bound) in COMPARED.items():
+            if {qid, value, bound} <= gold.keys():
+                found.append((qid, gold[value], gold[bound]))
+        if {"refund_eligible", "days_since_purchase"} <= gold.keys():
+            found.append(("refund_eligible", gold["days_since_purchase"], 30))
+    return found
+
+
+def test_training_comparisons_are_often_close_to_their_boundary_on_both_sides() -> None:
+    """A share of training claims, loans and tickets compare numbers within 35 % of each other,
+    above and below (and some equal), so a comparison must read the digits; the values stay
+    inside the questions' schemas."""
+    train = _comparisons("train")
+    for qid in (*COMPARED, "refund_eligible"):
+        pairs = [(v, b) for q, v, b in train if q == qid]
+        close = [(v, b) for v, b in pairs if abs(v - b) <= 0.35 * b]
+        assert len(close) > 0.25 * len(pairs), qid
+        assert sum(v > b for v, b in close) > 0.3 * len(close), qid
+        assert sum(v <= b for v, b in close) > 0.3 * len(close), qid
+    schemas = {q["id"]: q["schema"] for d in synthetic.DOMAINS.values() for q in d.questions}
+    for qid, (value, bound) in COMPARED.items():
+        for name, index in ((value, 1), (bound, 2)):
+            top = schemas[name]["maximum"]
+            assert all(0 <= pair[index] <= top for pair in train if pair[0] == qid), name
+
+
+def test_close_comparisons_leave_the_test_documents_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from decide.train.synthetic import claims, loans, tickets
+
+    def test_documents() -> list:
+        rng = random.Random(1234)
+        return [synthetic.sample_document(rng, "test") for _ in range(60)]
+
+    before = test_documents()
+    for module in (claims, loans, tickets):
+        monkeypatch.setattr(module, "CLOSE_COMPARISONS", 1.0)
+    assert test_documents() == before
+    # the switch is read: with it at 1 every training comparison is close
+    assert all(abs(v - b) <= 0.35 * b for _, v, b in _comparisons("train", 200))
+
+
 def test_each_dependency_reads_only_its_declared_inputs_and_holds_on_gold_answers() -> None:
     """`DEPENDENCY_INPUTS` names exactly what each `DEPENDENCIES` check reads (the violation
     count relies on it), and gold answers never violate one."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .draw import Draw, assemble
+from .draw import CLOSE_COMPARISONS, Draw, assemble, close_pair
 from .entities import city, money, person
 from .tables import table
 
@@ -48,6 +48,8 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
     elif train and rng.random() < SMALL_AMOUNTS:
         # Stage 6 read "I claim 400 dollars" as 4000: amounts under 1,000 were 1 % of training.
         amount = rng.randint(100, 999)
+    if train and rng.random() < CLOSE_COMPARISONS:
+        amount, limit = close_pair(rng, 300, 60000)
     active, police = rng.random() < 0.7, rng.random() < 0.5
     event = draw.widen(table(f"claims/type/{claim_type}"))
     # the train-only amount phrasings show one spelling, drawn for training documents only

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .draw import Draw, assemble
+from .draw import CLOSE_COMPARISONS, Draw, assemble, close_pair
 from .entities import city, money, person
 from .tables import table
 
@@ -40,6 +40,8 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
     name, place = person(draw), city(draw)
     income = rng.randrange(18000, 150000, 500)
     requested = rng.randrange(1000, 90000, 250)
+    if draw.split == "train" and rng.random() < CLOSE_COMPARISONS:
+        requested, income = close_pair(rng, 15000, 140000)
     employed, defaults = rng.random() < 0.7, rng.random() < 0.3
     years = rng.randint(1, 30)
     affordable = requested <= income

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .draw import Draw, assemble
+from .draw import CLOSE_COMPARISONS, Draw, assemble
 from .entities import person, product
 from .tables import table
 
@@ -38,6 +38,8 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
     category = rng.choice(CATEGORIES)
     name, item = person(draw), product(draw)
     days = rng.randint(1, 90)
+    if draw.split == "train" and rng.random() < CLOSE_COMPARISONS:
+        days = rng.randint(23, 38)  # about the 30-day refund window
     urgent, refund = rng.random() < 0.35, rng.random() < 0.5
     issue = draw.widen(table(f"tickets/category/{category}"))
     facts = [
