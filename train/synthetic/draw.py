@@ -25,7 +25,9 @@ TRAIN_CUE_SHARE = 0.6  # of training picks of a table with `extra` phrasings tha
 # Of the training documents of each domain, the share whose compared numbers (a claim's amount and
 # limit, a loan's request and income, a ticket's days and the 30-day window) lie close to each
 # other, so a comparison must read the digits: hand-written claims compare 5,300 with 5,000 and
-# 640 with 500, where the generator's limits were round multiples of 5,000.
+# 640 with 500, where the generator's limits were round multiples of 5,000. Shipped 2026-12-06:
+# the bundled model still compares by magnitude, but its joint answers agree more often
+# (docs/bundled-model.md, changelog).
 CLOSE_COMPARISONS = 0.3
 # Round limits people write: these mantissas times 100, 1,000 or 10,000.
 _MANTISSAS = (1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7.5, 8)
