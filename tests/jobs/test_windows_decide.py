@@ -293,14 +293,21 @@ def test_a_document_read_whole_has_evidence_for_its_extract_answers(decider) -> 
 def test_a_low_confident_threshold_keeps_a_window_that_may_have_found_something(bert) -> None:
     """A window that answers a question's absent value still says how likely its best other
     option was; below 0.5 `windows.confident` thresholds that probability over all windows."""
-    # This random model answers "auto" at p > 0.9999 on every window: declared absent here.
-    kind = {**KIND, "absent": "auto"}
-    text = long_text(200)
-    default = Decider(bert, batch_size=8).decide(text, [kind])
+    # One sentence repeated, so every window reads alike, and declared absent the option this
+    # random model then answers (its weights depend on the test vocabulary, which is trained on
+    # generator text: which option that is may change with the generator).
+    text = " ".join("Water damage was noted." for _ in range(300))
+    for absent in KIND["schema"]["enum"]:
+        kind = {**KIND, "absent": absent}
+        default = Decider(bert, batch_size=8).decide(text, [kind])
+        if default.ok and default.answers["kind"] == absent:
+            break
+    else:
+        pytest.fail("no option is answered on every window of the repeated sentence")
     low = Decider(bert, batch_size=8, windows={"confident": 1e-12}).decide(text, [kind])
     assert default.ok and low.ok and default.windows == low.windows > 2
-    assert default.answers["kind"] == "auto" and default.confidence["kind"] > 0.9999
-    assert low.answers["kind"] in ("home", "none")  # some window's runner-up
+    assert default.confidence["kind"] > 0.5
+    assert low.answers["kind"] != absent  # some window's runner-up
     assert 1e-12 <= low.confidence["kind"] < 0.5
     assert low.evidence["kind"].window is not None
     half = Decider(bert, batch_size=8, windows={"confident": 0.5}).decide(text, [kind])
