@@ -2,25 +2,22 @@
 once per test session in the real on-disk format.
 
 `tiny_checkpoint(model_type, vocab="gpt2")` uses the repository's GPT-2 tokenizer (50,257 tokens:
-realistic vocabulary sizes for the engine and kernels); `vocab="small"` a byte-level BPE of ~1,000
-tokens trained here on synthetic decision documents, for end-to-end tests whose cost would
-otherwise be dominated by 50k-wide softmaxes of random models.
+realistic vocabulary sizes for the engine and kernels); `vocab="small"` a byte-level BPE of 1,000
+tokens trained once on synthetic decision documents (tests/data/small-bpe), for end-to-end tests
+whose cost would otherwise be dominated by 50k-wide softmaxes of random models.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import ByteLevelBPETokenizer
 
 from decide.engine.random_checkpoint import write_random_checkpoint
-from decide.train.synthetic import sample_document
 
 # `python3 -m pytest` (the README's command) puts the working directory first on sys.path. At the
 # repository root that makes its `kernels/` directory (installed as `decide.kernels`) shadow
@@ -32,6 +29,7 @@ sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _ROOT]
 
 DATA = Path(__file__).parent / "data"
 GPT2_TOKENIZER = DATA / "gpt2" / "tokenizer.json"
+SMALL_TOKENIZER = DATA / "small-bpe" / "tokenizer.json"
 MODEL_TYPES = (
     *("llada", "Dream", "sdar", "Fast_dLLM_Qwen", "bert", "qwen3_next"),
     *("llada2_moe", "sdar_moe", "lladamoe"),
@@ -53,14 +51,10 @@ def gpt2_tokenizer_json() -> Path:
 
 
 @pytest.fixture(scope="session")
-def small_tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = random.Random(0)
-    corpus = [sample_document(rng, "train")[1] for _ in range(300)]
-    tokenizer = ByteLevelBPETokenizer()
-    tokenizer.train_from_iterator(corpus, vocab_size=1000, min_frequency=2, show_progress=False)
-    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
+def small_tokenizer_json() -> Path:
+    """A 1,000-token BPE vocabulary trained once on generator text and frozen in a file
+    (tests/data/small-bpe/README.md): generator changes do not re-deal random test models."""
+    return SMALL_TOKENIZER
 
 
 @pytest.fixture(scope="session")
