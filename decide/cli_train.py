@@ -151,6 +151,11 @@ def _recipe_fraction(flag: str, text: str):
     "share of the rows that are hand-written training documents (default: the recipe's).",
 )
 @_recipe_fraction(
+    "--optional-share",
+    "share of the hand-written and synthetic rows asked as optional questions, the facts a "
+    "document does not state answered null (default: the recipe's, 0).",
+)
+@_recipe_fraction(
     "--merge-weight",
     "write (1 - w)*start + w*trained (default: the recipe's, 0.7 from the shipped weights, 1 "
     "from MiniLM; 1 writes the trained weights alone).",
@@ -192,6 +197,7 @@ def train(
     windows_share: float | None,
     start: str,
     handwritten_share: float | None,
+    optional_share: float | None,
     merge_weight: float | None,
     short_slots: float,
     resume: bool,
@@ -230,6 +236,7 @@ def train(
             from decide.train.bundled import (
                 CONTRACTNLI_SHARE,
                 HANDWRITTEN_SHARE,
+                OPTIONAL_SHARE,
                 PACKAGE_MODEL,
                 build,
             )
@@ -238,6 +245,8 @@ def train(
                 windows_share = CONTRACTNLI_SHARE
             if handwritten_share is None:
                 handwritten_share = HANDWRITTEN_SHARE
+            if optional_share is None:
+                optional_share = OPTIONAL_SHARE
 
             summary = build(
                 work,
@@ -251,6 +260,7 @@ def train(
                 written_share=handwritten_share,
                 command=_command(click.get_current_context()),
                 merge=merge_weight,
+                optional_share=optional_share,
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:

@@ -54,6 +54,11 @@ MAMS_SHARE = 0.3  # of training rows; the rest are synthetic decision documents
 # 0.4 since the training documents doubled (360: 180 more written on 2026-12-04); 0.3 before.
 HANDWRITTEN_SHARE = 0.4
 HANDWRITTEN_DOMAINS = ("claims", "loans", "tickets")  # leave and rental are never trained on
+# of the hand-written and synthetic rows (drawn only when above 0, so a recipe without it draws the
+# rows it drew before): asked as optional questions (`X | None`), the facts the document does not
+# state and one question of another domain answered null (`handwritten.optional_row`). 0 in the
+# shipped recipe (docs/bundled-model.md, sixteenth session).
+OPTIONAL_SHARE = 0.0
 # of the synthetic rows: a derived question after its inputs, answers given. Stage 8b (from the
 # comparison drills of stage 8a) ran 0.5; stage 8c, a recovery of the stated facts, 0.2.
 DRILL_SHARE = 0.2
@@ -227,14 +232,17 @@ def row_sampler(
     windows_share: float = CONTRACTNLI_SHARE,
     written: list[handwritten.Document] | None = None,
     written_share: float = HANDWRITTEN_SHARE,
+    optional_share: float = OPTIONAL_SHARE,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
     question asked after its inputs, whose answers are given (`synthetic.derived_drill`, the
     derived question drawn by `drill_weights`), or (`windows_share` of all rows, when `windows`
     is given) a window of a long document (`train.windows`), or (`written_share` of the other
-    rows, when `written` is given) a hand-written training document. `tokenizer` is the trained
-    model's (see `synthetic.Generator`)."""
+    rows, when `written` is given) a hand-written training document; `optional_share` of the
+    hand-written and synthetic document rows asked as optional questions
+    (`handwritten.optional_row`). `tokenizer` is the trained model's (see
+    `synthetic.Generator`)."""
     reviews = mams.load("train")
     generator = synthetic.Generator(tokenizer)
 
@@ -244,13 +252,15 @@ def row_sampler(
             return windows.draw(rng)
         # likewise the hand-written documents
         if written and rng.random() < written_share:
-            return handwritten.training_row(written, rng)
+            return handwritten.training_row(written, rng, optional_share)
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
         if drill_share and rng.random() < drill_share:
             return generator.derived_drill(rng, "train", drill_weights)
-        _, text, questions, gold = generator.sample_document(rng, "train")
+        domain, text, questions, gold = generator.sample_document(rng, "train")
+        if optional_share > 0 and rng.random() < optional_share:
+            return handwritten.optional_row(domain, text, questions, gold, rng)
         return text, questions, gold
 
     return rows
@@ -347,11 +357,13 @@ def build(
     written_share: float = HANDWRITTEN_SHARE,
     command: str | None = None,
     merge: float | None = None,
+    optional_share: float = OPTIONAL_SHARE,
 ) -> dict[str, Any]:
     """The whole recipe; returns the training summary. The starting weights are `init` when
     given, else `start`: "shipped" (`START`, from git history) or "minilm" (`build_init`).
     `windows_share` of the rows are ContractNLI windows (0: none), `written_share` of the
-    others hand-written training documents (0: none, and the draws of the recipe before them).
+    others hand-written training documents (0: none, and the draws of the recipe before them),
+    `optional_share` of the document rows asked as optional questions (`row_sampler`).
     The trained weights, exported in bf16, are then interpolated with the starting ones:
     (1 - merge)·start + merge·trained (`RECIPE_MERGE` by starting weights when None; 1: the
     trained weights alone). The summary records `command`, the commit, the starting weights,
@@ -378,6 +390,7 @@ def build(
         windows_share=windows_share,
         written=written,
         written_share=written_share,
+        optional_share=optional_share,
     )
     summary = train(init, rows, work / "run", config, resume=resume, progress=progress)
     by_domain: dict[str, int] = {}
@@ -394,6 +407,7 @@ def build(
         "shares": {
             "contractnli_windows": windows_share,
             "handwritten": written_share,
+            "optional_questions": optional_share,
             "mams_of_the_rest": MAMS_SHARE,
             "drills_of_synthetic": DRILL_SHARE,
         },

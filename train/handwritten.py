@@ -24,6 +24,7 @@ import json
 import random
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,22 +298,81 @@ def load_split(split: str, domains: tuple[str, ...] = tuple(DOMAINS)) -> list[Do
 
 
 def training_row(
-    documents: list[Document], rng: random.Random
+    documents: list[Document], rng: random.Random, optional_share: float = 0.0
 ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     """One training row: a document and a random 4-8 of the questions its facts answer (the
     written `ask` is one choice among many), in the domain's order, with their gold answers.
     Questions are trained without `extract` and its `unit` (they constrain decoding, not what is
-    packed), as the synthetic documents are."""
+    packed), as the synthetic documents are. `optional_share` of the rows (drawn only when it
+    is above 0) are asked as optional questions with the facts the document does not state
+    (`optional_row`)."""
     document = rng.choice(documents)
-    known = [
-        {k: v for k, v in q.items() if k not in ("extract", "unit")}
-        for q in DOMAINS[document.domain].questions
-        if q["id"] in document.answers
-    ]
+    known = [_trained(q) for q in DOMAINS[document.domain].questions if q["id"] in document.answers]
     count = rng.randint(min(MIN_ASK, len(known)), min(MAX_ASK, len(known)))
     chosen = sorted(rng.sample(range(len(known)), count))
     questions = [known[i] for i in chosen]
-    return document.text, questions, {q["id"]: document.answers[q["id"]] for q in questions}
+    gold = {q["id"]: document.answers[q["id"]] for q in questions}
+    if optional_share > 0 and rng.random() < optional_share:
+        unstated = [f for f in DOMAINS[document.domain].facts if f not in document.answers]
+        return optional_row(document.domain, document.text, questions, gold, rng, unstated)
+    return document.text, questions, gold
+
+
+def _trained(question: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in question.items() if k not in ("extract", "unit")}
+
+
+def nullable(question: dict[str, Any]) -> dict[str, Any]:
+    """`question` as a user writes an optional field (Pydantic's `X | None`): its schema or
+    null."""
+    return {**question, "schema": {"anyOf": [question["schema"], {"type": "null"}]}}
+
+
+# The optional-questions evaluation (`evaluate.evaluate_unstated`) asks each domain's documents
+# this question of another domain, which none of them answers; training never asks that pair.
+FOREIGN = {
+    "claims": ("loans", "income"),
+    "loans": ("claims", "policy_limit"),
+    "tickets": ("loans", "income"),
+    "leave": ("rental", "monthly_rent"),
+    "rental": ("leave", "balance"),
+}
+
+
+def optional_row(
+    domain: str,
+    text: str,
+    questions: list[dict[str, Any]],
+    gold: dict[str, Any],
+    rng: random.Random,
+    unstated: Sequence[str] = (),
+) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    """A row of a trained domain asked as optional questions (`nullable`): its questions with
+    their gold answers, the facts in `unstated` (which the document does not state) answered
+    null, and one fact question of another trained domain answered null (never
+    `FOREIGN[domain]`, nor an id the row has) at a random place among them. At most `MAX_ASK`
+    questions: stated ones are dropped at random to make room, the rest kept in the domain's
+    order."""
+    own = DOMAINS[domain]
+    order = {q["id"]: i for i, q in enumerate(own.questions)}
+    extra = [_trained(own.question(f)) for f in unstated if f not in gold]
+    stated = list(questions)
+    while stated and len(stated) + len(extra) + 1 > MAX_ASK:
+        stated.pop(rng.randrange(len(stated)))
+    ids = {q["id"] for q in own.questions}
+    pool = [
+        _trained(q)
+        for name, other in DOMAINS.items()
+        if other.trained and name != domain
+        for q in other.questions
+        if q["id"] in other.facts and q["id"] not in ids and (name, q["id"]) != FOREIGN[domain]
+    ]
+    foreign = rng.choice(pool)
+    asked = sorted(stated + extra, key=lambda q: order[q["id"]])
+    asked.insert(rng.randrange(len(asked) + 1), foreign)  # anywhere: no position means null
+    answers = {**{q["id"]: gold[q["id"]] for q in stated}, **{q["id"]: None for q in extra}}
+    answers[foreign["id"]] = None
+    return text, [nullable(q) for q in asked], answers
 
 
 def main(argv: list[str]) -> int:

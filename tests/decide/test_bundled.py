@@ -244,3 +244,31 @@ def test_a_timedelta_field_extracts_the_length_of_time_the_text_states() -> None
     assert lengths[0] == timedelta(days=21), decisions[0].answers
     # "six weeks" alone is a length the text states too
     assert lengths[1] in (timedelta(days=45), timedelta(days=42)), decisions[1].answers
+
+
+def test_optional_questions_score_stated_unstated_and_foreign_facts_apart() -> None:
+    """`evaluate_unstated` (benchmarks/accuracy.py's optional-questions table): every fact of a
+    document's domain asked as `X | None` plus one question of another domain; each answer lands
+    in exactly one tally, and the misses are the answers not right."""
+    from decide.jobs.decisions import DecisionEngine
+    from decide.jobs.spec import Decoding
+    from decide.train import handwritten
+    from decide.train.evaluate import evaluate_unstated, unstated_questions
+
+    for domain in handwritten.DOMAINS:
+        questions = unstated_questions(domain)
+        assert questions[-1]["id"].startswith("other_") and len(questions) <= 8
+        assert all(q["schema"]["anyOf"][1] == {"type": "null"} for q in questions)
+    docs = [d for d in handwritten.load_split("validation") if d.id.endswith(("-003", "-010"))]
+    assert {d.domain for d in docs} == set(handwritten.DOMAINS)
+    engine = DecisionEngine(load_model(BUNDLED), Decoding(threshold=0.9), batch_size=16)
+    report = evaluate_unstated(engine, docs)
+    assert report.failed_rows == 0
+    facts = {d.id: handwritten.DOMAINS[d.domain].facts for d in docs}
+    unstated = sum(d.answers.get(k) is None for d in docs for k in facts[d.id])
+    tallies = [*report.stated.values(), *report.unstated.values(), *report.foreign.values()]
+    assert sum(t.total for t in report.unstated.values()) == unstated > 0
+    assert sum(t.total for t in report.foreign.values()) == len(docs)
+    assert sum(t.total for t in tallies) == sum(len(f) + 1 for f in facts.values())
+    assert len(report.misses) == sum(t.total - t.right for t in tallies)
+    assert sum(t.total for t in report.documents.values()) == len(docs)

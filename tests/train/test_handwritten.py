@@ -176,3 +176,38 @@ def test_every_training_row_is_a_valid_question_list() -> None:
         for _ in range(40):
             _, questions, _ = handwritten.training_row(documents, rng)
             parse_questions(questions, f"{domain} row")  # raises SpecError on a refused field
+
+
+def test_optional_rows_answer_what_the_document_does_not_state_with_null(tmp_path) -> None:
+    """`optional_share` of the rows: every question optional (`anyOf: [schema, null]`), the facts
+    the document leaves null asked and answered null, one question of another trained domain
+    (never the evaluation's pair) answered null at a random place; at most eight questions."""
+    from decide.jobs.spec import parse_questions
+
+    unstated = {**CLAIM, "facts": {**CLAIM["facts"], "city": None, "police_report": None}}
+    documents, problems = handwritten.read(_write(tmp_path, unstated), "claims")
+    assert not problems
+    order = [q["id"] for q in handwritten.DOMAINS["claims"].questions]
+    evaluated = handwritten.FOREIGN["claims"][1]
+    rng = random.Random(0)
+    places, foreign_ids = set(), set()
+    for _ in range(60):
+        text, questions, gold = handwritten.training_row(documents, rng, optional_share=1.0)
+        parse_questions(questions, "optional row")
+        ids = [q["id"] for q in questions]
+        assert text == unstated["text"] and len(ids) <= 8 and set(gold) == set(ids)
+        assert all(q["schema"]["anyOf"][1] == {"type": "null"} for q in questions)
+        assert gold["city"] is None and gold["police_report"] is None
+        foreign = [i for i in ids if i not in order]
+        assert len(foreign) == 1 and gold[foreign[0]] is None and foreign[0] != evaluated
+        own = [i for i in ids if i in order]
+        assert own == sorted(own, key=order.index)
+        assert all(gold[i] is not None for i in own if i not in ("city", "police_report"))
+        places.add(ids.index(foreign[0]))
+        foreign_ids.add(foreign[0])
+    assert len(places) > 3 and len(foreign_ids) > 3
+    # share 0 draws exactly the rows of a recipe without it
+    a, b = random.Random(3), random.Random(3)
+    assert [handwritten.training_row(documents, a) for _ in range(5)] == [
+        handwritten.training_row(documents, b, optional_share=0.0) for _ in range(5)
+    ]
