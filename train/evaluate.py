@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import unicodedata
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,6 +224,26 @@ class HandwrittenReport:
     misses: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # id, q, got, gold
 
 
+def _decided_documents(
+    engine: DecisionEngine,
+    documents: Sequence[handwritten.Document],
+    questions_of: Callable[[handwritten.Document], list[dict[str, Any]]],
+    report: HandwrittenReport | UnstatedReport,
+) -> list[tuple[handwritten.Document, dict[str, Any]]]:
+    """Each document decided with `questions_of(document)` in one block: its answers (empty for a
+    failed row, counted in `report.failed_rows`)."""
+    items = [
+        Item(i, doc.text, engine.questions([Question.model_validate(q) for q in questions_of(doc)]))
+        for i, doc in enumerate(documents)
+    ]
+    decided = _decide(engine, items)
+    out = []
+    for i, doc in enumerate(documents):
+        report.failed_rows += not decided[i].ok
+        out.append((doc, decided[i].answers or {}))
+    return out
+
+
 def group_of(domain: str) -> str:
     return "trained" if handwritten.DOMAINS[domain].trained else "new"
 
@@ -236,21 +256,14 @@ def evaluate_handwritten(
     accents. With `derive`, the derived answers are `derive:` rules over their inputs (asked
     too, not scored unless asked), as `examples/claims.yaml` does, instead of asked of the
     model."""
-    items = []
-    for i, doc in enumerate(documents):
-        asked = doc.questions
+
+    def asked(doc: handwritten.Document) -> list[dict[str, Any]]:
         if derive:
-            asked = handwritten.DOMAINS[doc.domain].derived_questions(asked)
-        items.append(
-            Item(i, doc.text, engine.questions([Question.model_validate(q) for q in asked]))
-        )
-    decided = _decide(engine, items)
+            return handwritten.DOMAINS[doc.domain].derived_questions(doc.questions)
+        return doc.questions
+
     report = HandwrittenReport()
-    for i, doc in enumerate(documents):
-        d = decided[i]
-        if not d.ok:
-            report.failed_rows += 1
-        got = d.answers or {}
+    for doc, got in _decided_documents(engine, documents, asked, report):
         group = group_of(doc.domain)
         all_right = True
         for qid, gold in doc.gold.items():
@@ -296,21 +309,10 @@ def evaluate_unstated(
 ) -> UnstatedReport:
     """Decide each document with `unstated_questions` of its domain in one block; a stated fact
     must be its gold answer, an unstated one and the other domain's question null."""
-    items = [
-        Item(
-            i,
-            doc.text,
-            engine.questions([Question.model_validate(q) for q in unstated_questions(doc.domain)]),
-        )
-        for i, doc in enumerate(documents)
-    ]
-    decided = _decide(engine, items)
     report = UnstatedReport()
-    for i, doc in enumerate(documents):
-        d = decided[i]
-        if not d.ok:
-            report.failed_rows += 1
-        got = d.answers or {}
+    for doc, got in _decided_documents(
+        engine, documents, lambda doc: unstated_questions(doc.domain), report
+    ):
         group = group_of(doc.domain)
         all_right = True
         gold = {k: doc.answers.get(k) for k in handwritten.DOMAINS[doc.domain].facts}
