@@ -59,6 +59,11 @@ HANDWRITTEN_DOMAINS = ("claims", "loans", "tickets")  # leave and rental are nev
 # state and one question of another domain answered null (`handwritten.optional_row`). 0 in the
 # shipped recipe (docs/bundled-model.md, sixteenth session).
 OPTIONAL_SHARE = 0.0
+# of those rows' synthetic documents: one fact left out (`synthetic.Domain.omittable`), asked
+# anyway, answered null
+OMIT_SHARE = 0.8
+# whether those rows also ask one question of another domain (answered null)
+OPTIONAL_FOREIGN = False
 # of the synthetic rows: a derived question after its inputs, answers given. Stage 8b (from the
 # comparison drills of stage 8a) ran 0.5; stage 8c, a recovery of the stated facts, 0.2.
 DRILL_SHARE = 0.2
@@ -252,15 +257,19 @@ def row_sampler(
             return windows.draw(rng)
         # likewise the hand-written documents
         if written and rng.random() < written_share:
-            return handwritten.training_row(written, rng, optional_share)
+            return handwritten.training_row(written, rng, optional_share, OPTIONAL_FOREIGN)
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
             return text, mams.QUESTIONS, gold
         if drill_share and rng.random() < drill_share:
             return generator.derived_drill(rng, "train", drill_weights)
-        domain, text, questions, gold = generator.sample_document(rng, "train")
-        if optional_share > 0 and rng.random() < optional_share:
-            return handwritten.optional_row(domain, text, questions, gold, rng)
+        optional = optional_share > 0 and rng.random() < optional_share
+        omit = OMIT_SHARE if optional else 0.0
+        domain, text, questions, gold = generator.sample_document(rng, "train", omit_share=omit)
+        if optional:
+            return handwritten.optional_row(
+                domain, text, questions, gold, rng, foreign=OPTIONAL_FOREIGN
+            )
         return text, questions, gold
 
     return rows

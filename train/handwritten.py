@@ -298,7 +298,10 @@ def load_split(split: str, domains: tuple[str, ...] = tuple(DOMAINS)) -> list[Do
 
 
 def training_row(
-    documents: list[Document], rng: random.Random, optional_share: float = 0.0
+    documents: list[Document],
+    rng: random.Random,
+    optional_share: float = 0.0,
+    foreign: bool = True,
 ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     """One training row: a document and a random 4-8 of the questions its facts answer (the
     written `ask` is one choice among many), in the domain's order, with their gold answers.
@@ -314,7 +317,7 @@ def training_row(
     gold = {q["id"]: document.answers[q["id"]] for q in questions}
     if optional_share > 0 and rng.random() < optional_share:
         unstated = [f for f in DOMAINS[document.domain].facts if f not in document.answers]
-        return optional_row(document.domain, document.text, questions, gold, rng, unstated)
+        return optional_row(document.domain, document.text, questions, gold, rng, unstated, foreign)
     return document.text, questions, gold
 
 
@@ -346,10 +349,11 @@ def optional_row(
     gold: dict[str, Any],
     rng: random.Random,
     unstated: Sequence[str] = (),
+    foreign: bool = True,
 ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     """A row of a trained domain asked as optional questions (`nullable`): its questions with
     their gold answers, the facts in `unstated` (which the document does not state) answered
-    null, and one fact question of another trained domain answered null (never
+    null, and (with `foreign`) one fact question of another trained domain answered null (never
     `FOREIGN[domain]`, nor an id the row has) at a random place among them. At most `MAX_ASK`
     questions: stated ones are dropped at random to make room, the rest kept in the domain's
     order."""
@@ -357,7 +361,7 @@ def optional_row(
     order = {q["id"]: i for i, q in enumerate(own.questions)}
     extra = [_trained(own.question(f)) for f in unstated if f not in gold]
     stated = list(questions)
-    while stated and len(stated) + len(extra) + 1 > MAX_ASK:
+    while stated and len(stated) + len(extra) + foreign > MAX_ASK:
         stated.pop(rng.randrange(len(stated)))
     ids = {q["id"] for q in own.questions}
     pool = [
@@ -367,11 +371,12 @@ def optional_row(
         for q in other.questions
         if q["id"] in other.facts and q["id"] not in ids and (name, q["id"]) != FOREIGN[domain]
     ]
-    foreign = rng.choice(pool)
     asked = sorted(stated + extra, key=lambda q: order[q["id"]])
-    asked.insert(rng.randrange(len(asked) + 1), foreign)  # anywhere: no position means null
     answers = {**{q["id"]: gold[q["id"]] for q in stated}, **{q["id"]: None for q in extra}}
-    answers[foreign["id"]] = None
+    if foreign:
+        other = rng.choice(pool)
+        asked.insert(rng.randrange(len(asked) + 1), other)  # anywhere: no position means null
+        answers[other["id"]] = None
     return text, [nullable(q) for q in asked], answers
 
 

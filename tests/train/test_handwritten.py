@@ -206,6 +206,8 @@ def test_optional_rows_answer_what_the_document_does_not_state_with_null(tmp_pat
         places.add(ids.index(foreign[0]))
         foreign_ids.add(foreign[0])
     assert len(places) > 3 and len(foreign_ids) > 3
+    _, questions, gold = handwritten.training_row(documents, rng, 1.0, foreign=False)
+    assert {q["id"] for q in questions} <= set(order) and gold["city"] is None
     # share 0 draws exactly the rows of a recipe without it
     a, b = random.Random(3), random.Random(3)
     assert [handwritten.training_row(documents, a) for _ in range(5)] == [

@@ -396,3 +396,41 @@ def test_a_domains_sample_is_the_generators_document_without_its_questions() -> 
         text, gold = domain.sample(random.Random(2), "test")
         _, same, _, asked = synthetic.sample_document(random.Random(2), "test", name)
         assert same == text and asked.items() <= gold.items() and len(gold) == len(domain.questions)
+
+
+def test_an_omitted_fact_leaves_its_sentence_out_and_its_answers_null() -> None:
+    """`Draw.omit`: the document does not state the left-out fact (none of its phrasings, which
+    the same draw without it holds), its answer is null, and an answer it decides is null unless
+    the other inputs settle it (over the limit: not eligible, whatever the policy); the rest is
+    the same draw's. `omit_share` picks one of a domain's `omittable` facts."""
+    from decide.train.synthetic import claims
+
+    for fact, tables_ in (("police_report", "claims/police"), ("policy_active", "claims/active")):
+        phrasings = [
+            p
+            for side in ("yes", "no")
+            for t in [tables.table(f"{tables_}/{side}")]
+            for p in (*t.train, *t.held_out, *(t.extra or ()))
+        ]
+        for seed in range(30):
+            text, gold = claims.sample(Draw(random.Random(seed), "train"))
+            cut, left = claims.sample(Draw(random.Random(seed), "train", omit=fact))
+            assert any(p in text for p in phrasings) and not any(p in cut for p in phrasings)
+            assert left[fact] is None
+            if fact == "policy_active":
+                assert left["eligible"] == (False if gold["over_limit"] else None)
+            same = {k for k in gold if k != fact and not (k == "eligible" and left[k] is None)}
+            assert {k: left[k] for k in same} == {k: gold[k] for k in same}
+    generator = synthetic.Generator()
+    left_out = set()
+    for seed in range(20):
+        rng = random.Random(seed)
+        _, _, _, gold = generator.sample_document(rng, "train", "claims", 9, 9, omit_share=1)
+        left_out |= {k for k, v in gold.items() if v is None} - {"eligible"}
+    assert left_out == set(synthetic.DOMAINS["claims"].omittable)
+    # tickets leave nothing out; share 0 draws what it drew before the option existed
+    _, _, _, gold = generator.sample_document(random.Random(1), "train", "tickets", omit_share=1)
+    assert None not in gold.values()
+    assert generator.sample_document(random.Random(4), "train") == generator.sample_document(
+        random.Random(4), "train", omit_share=0.0
+    )

@@ -54,6 +54,8 @@ class Domain:
     name: str
     questions: list[dict[str, Any]]  # job-format questions (id, text, schema)
     write: Callable[[Draw], tuple[str, dict[str, Any]]]  # a document and its gold answers
+    # facts a document can leave out (`Draw.omit`): a sentence of their own states each
+    omittable: tuple[str, ...] = ()
 
     def sample(self, rng: random.Random, split: Split) -> tuple[str, dict[str, Any]]:
         """A document and its gold answers, without a tokenizer (`Generator` takes one)."""
@@ -61,8 +63,8 @@ class Domain:
 
 
 DOMAINS = {
-    "claims": Domain("claims", claims.QUESTIONS, claims.sample),
-    "loans": Domain("loans", loans.QUESTIONS, loans.sample),
+    "claims": Domain("claims", claims.QUESTIONS, claims.sample, ("police_report", "policy_active")),
+    "loans": Domain("loans", loans.QUESTIONS, loans.sample, ("prior_default",)),
     "tickets": Domain("tickets", tickets.QUESTIONS, tickets.sample),
 }
 # Which answers restate the document and which are derived from several facts.
@@ -111,13 +113,19 @@ class Generator:
         min_q: int = 4,
         max_q: int = 9,
         trace: list[tuple[str, str]] | None = None,
+        omit_share: float = 0.0,
     ) -> Document:
         """(domain, document, questions, gold answers): `min_q`–`max_q` of the domain's questions
         (nine make two blocks), in their defined order, with the gold value of each. `trace`, if
-        given, gets every phrasing and entity drawn for the document (`Draw.trace`)."""
+        given, gets every phrasing and entity drawn for the document (`Draw.trace`).
+        `omit_share` of the documents of a domain with `omittable` facts (drawn only when above
+        0) leave one of them out: its answer, and those it decides, are null (ask them as
+        optional questions)."""
         draw = self.draw(rng, split)
         name = domain or rng.choice(sorted(DOMAINS))
         spec = DOMAINS[name]
+        if omit_share > 0 and spec.omittable and rng.random() < omit_share:
+            draw.omit = rng.choice(spec.omittable)
         text, gold = spec.write(draw)
         count = rng.randint(min_q, min(max_q, len(spec.questions)))
         chosen = sorted(rng.sample(range(len(spec.questions)), count))

@@ -83,7 +83,19 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
         "over_limit": over,
         "eligible": active and not over,
     }
+    if draw.omit == "police_report":
+        facts[5] = ""
+        gold["police_report"] = None
+    elif draw.omit == "policy_active":
+        facts[4] = ""
+        gold["policy_active"] = None
+        gold["eligible"] = False if over else None
     text = assemble(
-        draw, table("common/layouts"), facts, greeting=greeting, closing=closing, form=form
+        draw,
+        table("common/layouts"),
+        [f for f in facts if f],
+        greeting=greeting,
+        closing=closing,
+        form=form,
     )
     return text, gold

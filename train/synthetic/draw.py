@@ -69,6 +69,9 @@ class Draw:
     split: Split
     whole_cities: Sequence[str] | None = None  # one-piece cities of the model's tokenizer
     trace: list[tuple[str, str]] = field(default_factory=list)
+    # a fact the document leaves out (one of its domain's `Domain.omittable`): its sentence is not
+    # written and its answer, and those it decides, are null
+    omit: str | None = None
 
     def pick(self, table: Table, **values: Any) -> str:
         """A phrasing of the split's side of `table`, filled with `values`."""
