@@ -417,6 +417,8 @@ def build(
             "contractnli_windows": windows_share,
             "handwritten": written_share,
             "optional_questions": optional_share,
+            "optional_left_out": OMIT_SHARE if optional_share else 0.0,
+            "optional_foreign": OPTIONAL_FOREIGN and optional_share > 0,
             "mams_of_the_rest": MAMS_SHARE,
             "drills_of_synthetic": DRILL_SHARE,
         },
