@@ -91,11 +91,6 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
         gold["policy_active"] = None
         gold["eligible"] = False if over else None
     text = assemble(
-        draw,
-        table("common/layouts"),
-        [f for f in facts if f],
-        greeting=greeting,
-        closing=closing,
-        form=form,
+        draw, table("common/layouts"), facts, greeting=greeting, closing=closing, form=form
     )
     return text, gold

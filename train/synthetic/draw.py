@@ -112,10 +112,11 @@ def assemble(
     closing: str,
     form: list[tuple[str, str]],
 ) -> str:
-    """Lay facts out as a narrative, an e-mail or a form, with distractors in between."""
+    """Lay facts out as a narrative, an e-mail or a form, with distractors in between; an empty
+    fact (one the document leaves out, `Draw.omit`) is not written."""
     rng, pieces = draw.rng, raw("pieces")
     layout = draw.pick(layouts)
-    facts = list(facts)
+    facts = [f for f in facts if f]
     rng.shuffle(facts)
     for _ in range(rng.randint(1, 2)):
         facts.insert(rng.randrange(len(facts) + 1), rng.choice(pieces["distractors"]))

@@ -81,11 +81,6 @@ def sample(draw: Draw) -> tuple[str, dict[str, Any]]:
         gold["prior_default"] = None
         gold["approve"] = None if employed and affordable else False
     text = assemble(
-        draw,
-        table("common/layouts"),
-        [f for f in facts if f],
-        greeting=greeting,
-        closing=closing,
-        form=form,
+        draw, table("common/layouts"), facts, greeting=greeting, closing=closing, form=form
     )
     return text, gold
