@@ -56,8 +56,8 @@ HANDWRITTEN_SHARE = 0.4
 HANDWRITTEN_DOMAINS = ("claims", "loans", "tickets")  # leave and rental are never trained on
 # of the hand-written and synthetic rows (drawn only when above 0, so a recipe without it draws the
 # rows it drew before): asked as optional questions (`X | None`), the facts the document does not
-# state and one question of another domain answered null (`handwritten.optional_row`). 0 in the
-# shipped recipe (docs/bundled-model.md, sixteenth session).
+# state answered null (`handwritten.optional_row`). 0 in the shipped recipe (docs/bundled-model.md,
+# sixteenth session).
 OPTIONAL_SHARE = 0.0
 # of those rows' synthetic documents: one fact left out (`synthetic.Domain.omittable`), asked
 # anyway, answered null

@@ -318,7 +318,7 @@ def evaluate_unstated(
         gold = {k: doc.answers.get(k) for k in handwritten.DOMAINS[doc.domain].facts}
         gold[f"other_{handwritten.FOREIGN[doc.domain][1]}"] = None
         for qid, want in gold.items():
-            answer = got.get(qid) if qid in got else "(no answer)"
+            answer = got.get(qid, "(no answer)")
             ok = answer is None if want is None else same(answer, want)
             all_right &= ok
             kind = (

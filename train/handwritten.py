@@ -363,17 +363,18 @@ def optional_row(
     stated = list(questions)
     while stated and len(stated) + len(extra) + foreign > MAX_ASK:
         stated.pop(rng.randrange(len(stated)))
-    ids = {q["id"] for q in own.questions}
-    pool = [
-        _trained(q)
-        for name, other in DOMAINS.items()
-        if other.trained and name != domain
-        for q in other.questions
-        if q["id"] in other.facts and q["id"] not in ids and (name, q["id"]) != FOREIGN[domain]
-    ]
     asked = sorted(stated + extra, key=lambda q: order[q["id"]])
     answers = {**{q["id"]: gold[q["id"]] for q in stated}, **{q["id"]: None for q in extra}}
     if foreign:
+        pool = [
+            _trained(q)
+            for name, other in DOMAINS.items()
+            if other.trained and name != domain
+            for q in other.questions
+            if q["id"] in other.facts
+            and q["id"] not in order
+            and (name, q["id"]) != FOREIGN[domain]
+        ]
         other = rng.choice(pool)
         asked.insert(rng.randrange(len(asked) + 1), other)  # anywhere: no position means null
         answers[other["id"]] = None
