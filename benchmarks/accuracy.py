@@ -6,7 +6,9 @@
   columns side by side (recipes are chosen on validation; test is held out). Then the same
   documents asked every fact of their domain as an optional question (`anyOf: [schema, null]`,
   what a Pydantic `X | None` field gives) plus one question of another domain: stated facts
-  right, and facts the document does not state (and the other domain's question) answered null.
+  right, and facts the document does not state (and the other domain's question) answered null;
+  and the same documents with the sentences writing one name, city, product or number cut out
+  (`train/cut.py`), asked their string and number facts as optional: the cut one must be null.
 - Synthetic decisions from the *test* split (templates, names, cities and products never seen in
   training): exact match on questions stated in the document and on derived questions, and the
   share of documents with every answer right.
@@ -50,6 +52,7 @@ from decide.train.evaluate import (
     MamsReport,
     SyntheticReport,
     UnstatedReport,
+    evaluate_cut,
     evaluate_handwritten,
     evaluate_mams,
     evaluate_synthetic,
@@ -114,20 +117,26 @@ def handwritten_table(reports: dict[tuple[str, bool], HandwrittenReport], misses
     print()
 
 
-def unstated_table(reports: dict[str, UnstatedReport], misses: bool) -> None:
-    """Every fact of a document's domain asked as an optional question (`X | None`), plus one
-    question of another domain: what a user asking about facts a document may not state gets."""
+def unstated_table(
+    reports: dict[str, UnstatedReport],
+    misses: bool,
+    title: str = "hand-written, every fact asked as optional (`anyOf: [schema, null]`) + one "
+    "question of another domain",
+    rows: tuple[tuple[str, str], ...] = (
+        ("stated", "stated facts right"),
+        ("unstated", "facts it does not state answered null"),
+        ("foreign", "the other domain's question answered null"),
+        ("documents", "documents fully right"),
+    ),
+) -> None:
+    """Optional questions (`X | None`): what a user asking about facts a document may not state
+    gets. By default every fact of a document's domain plus one question of another domain;
+    `evaluate_cut`'s reports give the title and rows of the cut documents."""
     splits = list(reports)
-    print("| hand-written, every fact asked as optional (`anyOf: [schema, null]`) + one question "
-          "of another domain | " + " | ".join(splits) + " |")  # fmt: skip
+    print(f"| {title} | " + " | ".join(splits) + " |")
     print("|---|" + "---:|" * len(splits))
     for group, name in GROUPS.items():
-        for kind, label in (
-            ("stated", "stated facts right"),
-            ("unstated", "facts it does not state answered null"),
-            ("foreign", "the other domain's question answered null"),
-            ("documents", "documents fully right"),
-        ):
+        for kind, label in rows:
             cells = []
             for split in splits:
                 t = getattr(reports[split], kind).get(group)
@@ -139,6 +148,13 @@ def unstated_table(reports: dict[str, UnstatedReport], misses: bool) -> None:
         for doc_id, qid, got, gold in reports["validation"].misses:
             print(f"  miss (optional) {doc_id} {qid}: {got!r} (gold {gold!r})")
     print()
+
+
+CUT_ROWS = (
+    ("stated", "facts still stated right"),
+    ("unstated", "facts cut out (or never stated) answered null"),
+    ("documents", "documents fully right"),
+)
 
 
 def main() -> None:
@@ -196,6 +212,13 @@ def main() -> None:
         optional = {split: evaluate_unstated(dated, handwritten.load_split(split))
                     for split in args.splits}  # fmt: skip
         unstated_table(optional, args.misses)
+        cut_out = {split: evaluate_cut(dated, handwritten.load_split(split))
+                   for split in args.splits}  # fmt: skip
+        unstated_table(
+            cut_out, args.misses,
+            "hand-written, the sentences writing one fact cut out (`train/cut.py`), every "
+            "string and number fact asked as optional", CUT_ROWS,
+        )  # fmt: skip
         figures["handwritten"] = {
             f"{split}, {MODES[derive]}": {
                 f"{group} {kind}": round(100 * t.rate, 1)
@@ -211,6 +234,14 @@ def main() -> None:
                 for group, t in getattr(report, kind).items()
             }
             for split, report in optional.items()
+        }
+        figures["handwritten_cut"] = {
+            split: {
+                f"{group} {kind}": round(100 * t.rate, 1)
+                for kind in ("stated", "unstated", "documents")
+                for group, t in getattr(report, kind).items()
+            }
+            for split, report in cut_out.items()
         }
     if "mams" in args.sections:
         mams = mams_table(engine(), args.mams)

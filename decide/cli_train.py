@@ -156,6 +156,11 @@ def _recipe_fraction(flag: str, text: str):
     "document does not state answered null (default: the recipe's, 0).",
 )
 @_recipe_fraction(
+    "--cut-share",
+    "share of the hand-written rows whose document has one fact's sentences cut out, asked "
+    "as optional questions with that fact null (default: the recipe's, 0).",
+)
+@_recipe_fraction(
     "--merge-weight",
     "write (1 - w)*start + w*trained (default: the recipe's, 0.7 from the shipped weights, 1 "
     "from MiniLM; 1 writes the trained weights alone).",
@@ -198,6 +203,7 @@ def train(
     start: str,
     handwritten_share: float | None,
     optional_share: float | None,
+    cut_share: float | None,
     merge_weight: float | None,
     short_slots: float,
     resume: bool,
@@ -235,6 +241,7 @@ def train(
         if recipe == "bundled":
             from decide.train.bundled import (
                 CONTRACTNLI_SHARE,
+                CUT_SHARE,
                 HANDWRITTEN_SHARE,
                 OPTIONAL_SHARE,
                 PACKAGE_MODEL,
@@ -247,6 +254,8 @@ def train(
                 handwritten_share = HANDWRITTEN_SHARE
             if optional_share is None:
                 optional_share = OPTIONAL_SHARE
+            if cut_share is None:
+                cut_share = CUT_SHARE
 
             summary = build(
                 work,
@@ -261,6 +270,7 @@ def train(
                 command=_command(click.get_current_context()),
                 merge=merge_weight,
                 optional_share=optional_share,
+                cut_share=cut_share,
             )
             click.echo(f"bundled model written to {output or PACKAGE_MODEL}")
         else:

@@ -39,7 +39,7 @@ from tokenizers import Tokenizer, pre_tokenizers
 from decide.engine.loader import load_config
 from decide.jobs.evidence_ranker import EvidenceRanker
 
-from . import contractnli, handwritten, mams, synthetic
+from . import contractnli, cut, handwritten, mams, synthetic
 from .evidence_ranker import fit as fit_ranker
 from .examples import RowMasking
 from .loop import TrainConfig, train
@@ -64,6 +64,10 @@ OPTIONAL_SHARE = 0.0
 OMIT_SHARE = 0.8
 # whether those rows also ask one question of another domain (answered null)
 OPTIONAL_FOREIGN = False
+# of the hand-written rows (drawn only when above 0): a training document with the sentences
+# writing one of its facts cut out, asked that fact and others as optional questions, the cut
+# one answered null (`cut.training_row`). 0 in the shipped recipe.
+CUT_SHARE = 0.0
 # of the synthetic rows: a derived question after its inputs, answers given. Stage 8b (from the
 # comparison drills of stage 8a) ran 0.5; stage 8c, a recovery of the stated facts, 0.2.
 DRILL_SHARE = 0.2
@@ -238,6 +242,7 @@ def row_sampler(
     written: list[handwritten.Document] | None = None,
     written_share: float = HANDWRITTEN_SHARE,
     optional_share: float = OPTIONAL_SHARE,
+    cut_share: float = CUT_SHARE,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
@@ -246,9 +251,11 @@ def row_sampler(
     is given) a window of a long document (`train.windows`), or (`written_share` of the other
     rows, when `written` is given) a hand-written training document; `optional_share` of the
     hand-written and synthetic document rows asked as optional questions
-    (`handwritten.optional_row`). `tokenizer` is the trained model's (see
+    (`handwritten.optional_row`), and `cut_share` of the hand-written rows a document with one
+    fact's sentences cut out (`cut.training_row`). `tokenizer` is the trained model's (see
     `synthetic.Generator`)."""
     reviews = mams.load("train")
+    cut_documents = cut.cuts(written) if written and cut_share > 0 else []
     generator = synthetic.Generator(tokenizer)
 
     def rows(rng: random.Random) -> tuple[Any, ...]:
@@ -257,6 +264,8 @@ def row_sampler(
             return windows.draw(rng)
         # likewise the hand-written documents
         if written and rng.random() < written_share:
+            if cut_documents and rng.random() < cut_share:
+                return cut.training_row(cut_documents, rng)
             return handwritten.training_row(written, rng, optional_share, OPTIONAL_FOREIGN)
         if rng.random() < mams_share:
             text, gold = rng.choice(reviews)
@@ -367,12 +376,14 @@ def build(
     command: str | None = None,
     merge: float | None = None,
     optional_share: float = OPTIONAL_SHARE,
+    cut_share: float = CUT_SHARE,
 ) -> dict[str, Any]:
     """The whole recipe; returns the training summary. The starting weights are `init` when
     given, else `start`: "shipped" (`START`, from git history) or "minilm" (`build_init`).
     `windows_share` of the rows are ContractNLI windows (0: none), `written_share` of the
     others hand-written training documents (0: none, and the draws of the recipe before them),
-    `optional_share` of the document rows asked as optional questions (`row_sampler`).
+    `optional_share` of the document rows asked as optional questions and `cut_share` of the
+    hand-written ones cut (`row_sampler`).
     The trained weights, exported in bf16, are then interpolated with the starting ones:
     (1 - merge)·start + merge·trained (`RECIPE_MERGE` by starting weights when None; 1: the
     trained weights alone). The summary records `command`, the commit, the starting weights,
@@ -400,6 +411,7 @@ def build(
         written=written,
         written_share=written_share,
         optional_share=optional_share,
+        cut_share=cut_share,
     )
     summary = train(init, rows, work / "run", config, resume=resume, progress=progress)
     by_domain: dict[str, int] = {}
@@ -419,6 +431,7 @@ def build(
             "optional_questions": optional_share,
             "optional_left_out": OMIT_SHARE if optional_share else 0.0,
             "optional_foreign": OPTIONAL_FOREIGN and optional_share > 0,
+            "handwritten_cut": cut_share,
             "mams_of_the_rest": MAMS_SHARE,
             "drills_of_synthetic": DRILL_SHARE,
         },

@@ -23,7 +23,7 @@ from typing import Any
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.spec import Question
 
-from . import handwritten, mams, synthetic
+from . import cut, handwritten, mams, synthetic
 
 
 def folded(text: str) -> str:
@@ -329,6 +329,29 @@ def evaluate_unstated(
                 else report.stated
             )
             kind.setdefault(group, Tally()).add(ok)
+            if not ok:
+                report.misses.append((doc.id, qid, answer, want))
+        report.documents.setdefault(group, Tally()).add(all_right)
+    return report
+
+
+def evaluate_cut(
+    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+) -> UnstatedReport:
+    """Every checkable cut of each document (`cut.cuts`: the sentences writing one fact taken
+    out) decided with its stated and absent facts as optional questions in one block: a stated
+    fact must be its gold answer, an absent one (the cut fact, and any the cut or the writer
+    left out) null. `foreign` stays empty."""
+    report = UnstatedReport()
+    cut_documents = [found.as_document() for found in cut.cuts(list(documents))]
+    for doc, got in _decided_documents(engine, cut_documents, lambda doc: doc.questions, report):
+        group = group_of(doc.domain)
+        all_right = True
+        for qid, want in doc.gold.items():
+            answer = got.get(qid, "(no answer)")
+            ok = answer is None if want is None else same(answer, want)
+            all_right &= ok
+            (report.unstated if want is None else report.stated).setdefault(group, Tally()).add(ok)
             if not ok:
                 report.misses.append((doc.id, qid, answer, want))
         report.documents.setdefault(group, Tally()).add(all_right)

@@ -310,7 +310,8 @@ def training_row(
     is above 0) are asked as optional questions with the facts the document does not state
     (`optional_row`)."""
     document = rng.choice(documents)
-    known = [_trained(q) for q in DOMAINS[document.domain].questions if q["id"] in document.answers]
+    spec = DOMAINS[document.domain]
+    known = [as_trained(q) for q in spec.questions if q["id"] in document.answers]
     count = rng.randint(min(MIN_ASK, len(known)), min(MAX_ASK, len(known)))
     chosen = sorted(rng.sample(range(len(known)), count))
     questions = [known[i] for i in chosen]
@@ -321,7 +322,7 @@ def training_row(
     return document.text, questions, gold
 
 
-def _trained(question: dict[str, Any]) -> dict[str, Any]:
+def as_trained(question: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in question.items() if k not in ("extract", "unit")}
 
 
@@ -359,7 +360,7 @@ def optional_row(
     order."""
     own = DOMAINS[domain]
     order = {q["id"]: i for i, q in enumerate(own.questions)}
-    extra = [_trained(own.question(f)) for f in unstated if f not in gold]
+    extra = [as_trained(own.question(f)) for f in unstated if f not in gold]
     stated = list(questions)
     while stated and len(stated) + len(extra) + foreign > MAX_ASK:
         stated.pop(rng.randrange(len(stated)))
@@ -367,7 +368,7 @@ def optional_row(
     answers = {**{q["id"]: gold[q["id"]] for q in stated}, **{q["id"]: None for q in extra}}
     if foreign:
         pool = [
-            _trained(q)
+            as_trained(q)
             for name, other in DOMAINS.items()
             if other.trained and name != domain
             for q in other.questions
