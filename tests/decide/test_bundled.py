@@ -272,3 +272,24 @@ def test_optional_questions_score_stated_unstated_and_foreign_facts_apart() -> N
     assert sum(t.total for t in tallies) == sum(len(f) + 1 for f in facts.values())
     assert len(report.misses) == sum(t.total - t.right for t in tallies)
     assert sum(t.total for t in report.documents.values()) == len(docs)
+
+
+def test_cut_documents_score_stated_and_absent_facts_apart() -> None:
+    """`evaluate_cut` (accuracy.py's cut-documents table): each cut document asks its string and
+    number facts as `X | None`; every answer lands in one tally, the cut fact among the absent."""
+    from decide.jobs.decisions import DecisionEngine
+    from decide.jobs.spec import Decoding
+    from decide.train import cut, handwritten
+    from decide.train.evaluate import evaluate_cut
+
+    docs = [d for d in handwritten.load_split("validation") if d.id.endswith(("-003", "-010"))]
+    found = cut.cuts(docs)
+    engine = DecisionEngine(load_model(BUNDLED), Decoding(threshold=0.9), batch_size=16)
+    report = evaluate_cut(engine, docs)
+    assert report.failed_rows == 0 and not report.foreign
+    absent = sum(v is None for f in found for v in f.gold.values())
+    tallies = [*report.stated.values(), *report.unstated.values()]
+    assert sum(t.total for t in report.unstated.values()) == absent >= len(found) > 5
+    assert sum(t.total for t in tallies) == sum(len(f.gold) for f in found)
+    assert len(report.misses) == sum(t.total - t.right for t in tallies)
+    assert sum(t.total for t in report.documents.values()) == len(found)
