@@ -304,20 +304,17 @@ def unstated_questions(domain: str) -> list[dict[str, Any]]:
     return [handwritten.nullable(q) for q in asked]
 
 
-def evaluate_unstated(
-    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+def _score_optional(
+    report: UnstatedReport,
+    decided: list[tuple[handwritten.Document, dict[str, Any]]],
+    gold_of: Callable[[handwritten.Document], dict[str, Any]],
 ) -> UnstatedReport:
-    """Decide each document with `unstated_questions` of its domain in one block; a stated fact
-    must be its gold answer, an unstated one and the other domain's question null."""
-    report = UnstatedReport()
-    for doc, got in _decided_documents(
-        engine, documents, lambda doc: unstated_questions(doc.domain), report
-    ):
+    """Tally optional answers: a gold None must be answered null, anything else its gold value;
+    `other_*` questions (another domain's) are tallied as `foreign`."""
+    for doc, got in decided:
         group = group_of(doc.domain)
         all_right = True
-        gold = {k: doc.answers.get(k) for k in handwritten.DOMAINS[doc.domain].facts}
-        gold[f"other_{handwritten.FOREIGN[doc.domain][1]}"] = None
-        for qid, want in gold.items():
+        for qid, want in gold_of(doc).items():
             answer = got.get(qid, "(no answer)")
             ok = answer is None if want is None else same(answer, want)
             all_right &= ok
@@ -335,6 +332,23 @@ def evaluate_unstated(
     return report
 
 
+def evaluate_unstated(
+    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+) -> UnstatedReport:
+    """Decide each document with `unstated_questions` of its domain in one block; a stated fact
+    must be its gold answer, an unstated one and the other domain's question null."""
+
+    def gold_of(doc: handwritten.Document) -> dict[str, Any]:
+        gold = {k: doc.answers.get(k) for k in handwritten.DOMAINS[doc.domain].facts}
+        return {**gold, f"other_{handwritten.FOREIGN[doc.domain][1]}": None}
+
+    report = UnstatedReport()
+    decided = _decided_documents(
+        engine, documents, lambda doc: unstated_questions(doc.domain), report
+    )
+    return _score_optional(report, decided, gold_of)
+
+
 def evaluate_cut(
     engine: DecisionEngine, documents: Sequence[handwritten.Document]
 ) -> UnstatedReport:
@@ -344,15 +358,5 @@ def evaluate_cut(
     left out) null. `foreign` stays empty."""
     report = UnstatedReport()
     cut_documents = [found.as_document() for found in cut.cuts(list(documents))]
-    for doc, got in _decided_documents(engine, cut_documents, lambda doc: doc.questions, report):
-        group = group_of(doc.domain)
-        all_right = True
-        for qid, want in doc.gold.items():
-            answer = got.get(qid, "(no answer)")
-            ok = answer is None if want is None else same(answer, want)
-            all_right &= ok
-            (report.unstated if want is None else report.stated).setdefault(group, Tally()).add(ok)
-            if not ok:
-                report.misses.append((doc.id, qid, answer, want))
-        report.documents.setdefault(group, Tally()).add(all_right)
-    return report
+    decided = _decided_documents(engine, cut_documents, lambda doc: doc.questions, report)
+    return _score_optional(report, decided, lambda doc: doc.gold)
