@@ -52,6 +52,7 @@ from decide.train.evaluate import (
     MamsReport,
     SyntheticReport,
     UnstatedReport,
+    absent_below_chosen,
     evaluate_cut,
     evaluate_handwritten,
     evaluate_mams,
@@ -219,6 +220,19 @@ def main() -> None:
             "hand-written, the sentences writing one fact cut out (`train/cut.py`), every "
             "string and number fact asked as optional", CUT_ROWS,
         )  # fmt: skip
+        chosen: dict[str, float] = {}
+        withheld: dict[str, UnstatedReport] = {}
+        if "validation" in cut_out:  # thresholds chosen on validation only, as a user would
+            chosen = absent_below_chosen(cut_out["validation"])
+            withheld = {split: evaluate_cut(dated, handwritten.load_split(split), chosen)
+                        for split in args.splits}  # fmt: skip
+            unstated_table(
+                withheld, False,
+                "the same cut documents, each question's `absent_below` chosen on the validation "
+                "cut documents (`decide calibrate`'s rule; validation in-sample)", CUT_ROWS,
+            )  # fmt: skip
+            print("absent_below chosen: " + (", ".join(f"{k} {v:g}" for k, v in chosen.items())
+                                             or "none") + "\n")  # fmt: skip
         figures["handwritten"] = {
             f"{split}, {MODES[derive]}": {
                 f"{group} {kind}": round(100 * t.rate, 1)
@@ -243,6 +257,18 @@ def main() -> None:
             }
             for split, report in cut_out.items()
         }
+        if withheld:
+            figures["handwritten_cut_absent_below"] = {
+                "thresholds": chosen,
+                **{
+                    split: {
+                        f"{group} {kind}": round(100 * t.rate, 1)
+                        for kind in ("stated", "unstated", "documents")
+                        for group, t in getattr(report, kind).items()
+                    }
+                    for split, report in withheld.items()
+                },
+            }
     if "mams" in args.sections:
         mams = mams_table(engine(), args.mams)
         figures["mams_val"] = {

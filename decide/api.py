@@ -34,7 +34,7 @@ QuestionLike = Question | Mapping[str, Any]
 # Or a model class with `model_json_schema()` (Pydantic 2), or an object schema (their fields).
 Questions = Sequence[QuestionLike] | type | Mapping[str, Any]
 # What a property's schema may carry for its question (Pydantic's `json_schema_extra`).
-QUESTION_KEYS = ("extract", "absent", "unit", "derive")
+QUESTION_KEYS = ("extract", "absent", "absent_below", "unit", "derive")
 
 
 def questions_from_model(model: type | Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -42,8 +42,9 @@ def questions_from_model(model: type | Mapping[str, Any]) -> list[dict[str, Any]
     JSON Schema of an object: `id` the property's name, `text` its `description` (else its
     `title`, else its name), `schema` the property's schema with the model's `$defs` (or
     `definitions`) it refers to beside it, so references to enums and nested models resolve.
-    `extract`, `absent`, `unit` and `derive` in a property's schema (`json_schema_extra`) move
-    to its question. Validate a decision with `Model.model_validate(decision.answers)`."""
+    `extract`, `absent`, `absent_below`, `unit` and `derive` in a property's schema
+    (`json_schema_extra`) move to its question. Validate a decision with
+    `Model.model_validate(decision.answers)`."""
     schema = model.model_json_schema() if hasattr(model, "model_json_schema") else model
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     if not isinstance(properties, Mapping) or not properties:
@@ -113,9 +114,9 @@ def _questions(questions: Questions) -> list[Question]:
 
 class Decider:
     """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
-    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`) plus batching, long-document
-    policy (`long_documents`, `windows` as the spec's `windows:`), `partial_rows` and `dates`
-    (`{"order": "day_first"}`, as the spec's `dates:`)."""
+    (`threshold`, `max_steps`, `temperature`, `seed`, `cache`, `absent_below`) plus batching,
+    long-document policy (`long_documents`, `windows` as the spec's `windows:`), `partial_rows`
+    and `dates` (`{"order": "day_first"}`, as the spec's `dates:`)."""
 
     def __init__(
         self,

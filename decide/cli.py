@@ -183,6 +183,12 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     type=float,
     help="Rows with an answer's confidence below this go to review.parquet.",
 )
+@click.option(
+    "--absent-below",
+    type=float,
+    help="Answer the absent value (null, or a question's `absent:`) instead of a value decoded "
+    "with a confidence below this; the value goes to the withheld_json column.",
+)
 def run(
     inputs: tuple[Path, ...],
     output: Path | None,
@@ -205,6 +211,7 @@ def run(
     calibration: Path | None,
     force_calibration: bool,
     review_below: float | None,
+    absent_below: float | None,
 ) -> None:
     """Decide every document of the INPUT parquet files."""
     from decide.jobs.output import OutputError
@@ -216,7 +223,8 @@ def run(
     try:
         spec = load_spec(spec_path) if spec_path else parse_spec({}, "defaults")
         changes = {}
-        decoding = {"threshold": threshold, "max_steps": max_steps, "seed": seed}
+        decoding = {"threshold": threshold, "max_steps": max_steps, "seed": seed,
+                    "absent_below": absent_below}  # fmt: skip
         decoding = {k: v for k, v in decoding.items() if v is not None}
         if max_steps == 0:
             decoding["max_steps"] = None  # no cap

@@ -52,7 +52,9 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
 
     Finite questions (booleans, enums, small integer ranges) get a temperature on the logit of
     their confidence, the others Platt scaling; a question with fewer than --min-labels labels
-    uses the map fitted on all questions of its schema kind.
+    uses the map fitted on all questions of its schema kind. For each question with an absent
+    value (`absent:`, or null) and at least --min-labels labels, it also prints the
+    `absent_below` that gets the most of them right, to set in the spec.
 
     \b
     Example:
@@ -101,5 +103,20 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
         click.echo(
             f"  {qid}: {entry['kind']}, {entry['labels']} labels, "
             f"fitted on {entry['fitted_on']}: {how}"
+        )
+    suggested = document.get("absent_below", {})
+    if suggested:
+        click.echo("absent_below (answers right on these labels, in-sample):")
+    for qid, entry in suggested.items():
+        t = entry["threshold"]
+        gain = (
+            "no threshold gets more right"
+            if t is None
+            else f"at absent_below {t:g}: {entry['right_at_threshold']} right, "
+            f"{entry['withheld']} withheld"
+        )
+        click.echo(
+            f"  {qid}: {entry['labels']} labels ({entry['absent_gold']} absent), "
+            f"{entry['right']} right as decoded; {gain}"
         )
     click.echo(f"calibration: {output}")

@@ -36,6 +36,8 @@ from decide.schemas.drafts import validator_class
 from . import calibration as cal
 from .manifest import Manifest
 from .spec import SpecError, parse_questions
+from .window_plan import absent_value
+from .windows import same_value
 
 log = logging.getLogger("decide.calibrate")
 CALIBRATION_FORMAT = 1
@@ -82,6 +84,10 @@ class Labels:
     options: dict[str, int] = field(default_factory=dict)  # K of finite questions
     messages: list[str] = field(default_factory=list)
     rows: int = 0  # gold rows used
+    # Questions with an absent value (`absent:`, or null): per answer the value as decoded
+    # (before any `absent_below` withheld it), its confidence and the gold value.
+    decoded: dict[str, list[tuple[Any, float, Any]]] = field(default_factory=dict)
+    absent: dict[str, Any] = field(default_factory=dict)
 
     def add(self, qid: str, schema: Any, confidence: float, right: bool) -> None:
         self.kinds.setdefault(qid, cal.schema_kind(schema))
@@ -113,11 +119,12 @@ def collect_labels(
             raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
     names = pl.scan_parquet(parts[0]).collect_schema().names()
     conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
-    answers = pl.concat(
-        [pl.read_parquet(p, columns=["doc_id", "status", "answers_json", conf_col]) for p in parts]
-    )
+    columns = ["doc_id", "status", "answers_json", conf_col]
+    columns += ["withheld_json"] if "withheld_json" in names else []  # jobs before 2026-12-06
+    answers = pl.concat([pl.read_parquet(p, columns=columns) for p in parts])
     by_id = {row[0]: row[1:] for row in answers.iter_rows()}
     schemas = {q.id: q.schema_ for q in manifest.spec.questions}
+    absents = {q.id: q.absent for q in manifest.spec.questions}
     labels = Labels()
     has_questions = "questions" in gold.columns
     for i, row in enumerate(gold.iter_rows(named=True)):
@@ -125,7 +132,7 @@ def collect_labels(
         if row["doc_id"] not in by_id:
             labels.messages.append(f"{where}: skipped, doc_id not in the job")
             continue
-        status, answers_json, confidence = by_id[row["doc_id"]]
+        status, answers_json, confidence, *rest = by_id[row["doc_id"]]
         if status != "ok":
             labels.messages.append(f"{where}: skipped, the job's row failed")
             continue
@@ -137,14 +144,17 @@ def collect_labels(
         if not isinstance(truth, dict):
             labels.messages.append(f"{where}: skipped, {gold_column} is not a JSON object")
             continue
-        row_schemas = dict(schemas)
+        row_schemas, row_absents = dict(schemas), dict(absents)
         if has_questions and row["questions"] is not None:
             try:
-                row_schemas |= {q.id: q.schema_ for q in parse_questions(row["questions"], where)}
+                asked = parse_questions(row["questions"], where)
             except SpecError as exc:
                 labels.messages.append(f"{where}: skipped, {exc}")
                 continue
+            row_schemas |= {q.id: q.schema_ for q in asked}
+            row_absents |= {q.id: q.absent for q in asked}
         got = json.loads(answers_json)
+        withheld = json.loads(rest[0]) if rest and rest[0] is not None else {}
         used = False
         for qid, value in truth.items():
             if qid not in got or confidence.get(qid) is None:
@@ -160,9 +170,54 @@ def collect_labels(
                 continue
             labels.add(qid, schema, confidence[qid],
                        answers_match(got[qid], value))  # fmt: skip
+            declared, absent = absent_value(schema, row_absents.get(qid))
+            if declared:
+                held = withheld.get(qid)
+                decoded = (got[qid], confidence[qid]) if held is None else (
+                    held["value"], held["confidence"])  # fmt: skip
+                labels.decoded.setdefault(qid, []).append((*decoded, value))
+                labels.absent.setdefault(qid, absent)
             used = True
         labels.rows += used
     return labels, dict(manifest.fingerprints)
+
+
+# The thresholds `choose_absent_below` tries: round numbers, dense near 1 where an engine's
+# confidences crowd (a finer grid would fit the labels' noise).
+ABSENT_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+def choose_absent_below(
+    decoded: list[tuple[Any, float, Any]], absent: Any, grid: tuple[float, ...] = ABSENT_GRID
+) -> dict[str, Any]:
+    """For one question's labelled answers ((decoded value, its confidence, gold), `absent` its
+    absent value): answers right as decoded, and the threshold of `grid` under which
+    withholding (`jobs.withhold`) gets the most right, with that count and how many it
+    withholds. `threshold` is None when no threshold gets more right than none (the lowest
+    threshold wins a tie: the fewest answers changed)."""
+
+    def right_at(t: float | None) -> tuple[int, int]:
+        right = held = 0
+        for value, p, gold in decoded:
+            if t is not None and p < t and not same_value(value, absent):
+                value, held = absent, held + 1
+            right += answers_match(value, gold)
+        return right, held
+
+    plain, _ = right_at(None)
+    best: tuple[int, float | None, int] = (plain, None, 0)
+    for t in grid:
+        right, held = right_at(t)
+        if right > best[0]:
+            best = (right, t, held)
+    return {
+        "labels": len(decoded),
+        "absent_gold": sum(same_value(gold, absent) for _, _, gold in decoded),
+        "right": plain,
+        "threshold": best[1],
+        "right_at_threshold": best[0],
+        "withheld": best[2],
+    }
 
 
 def build_document(
@@ -200,6 +255,15 @@ def build_document(
                         "after": cal.reliability(after, right)},
         "risk_coverage": [_clean(r) for r in cal.risk_coverage(after, right)],
     }  # fmt: skip
+    # Questions with an absent value and enough labels: the `absent_below` that gets the most of
+    # their labelled answers right (in-sample; the spec sets it, docs/calibration.md).
+    suggested = {
+        qid: choose_absent_below(decoded, labels.absent[qid])
+        for qid, decoded in labels.decoded.items()
+        if len(decoded) >= min_labels
+    }
+    if suggested:
+        document["absent_below"] = suggested
     validate_calibration(document)
     return document
 

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from .questions import CompiledQuestion
 from .questionset import QuestionBook, QuestionSet, QuestionsRefused, Stage
 from .rechoose import depends_on_checks, rechoose
 from .spec import Decoding, JobSpec, Question, Windows
+from .withhold import withhold
 
 log = logging.getLogger("decide.jobs")
 LOOKAHEAD = 8  # documents packed ahead per batch slot, sorted by length before decoding
@@ -68,6 +69,9 @@ class Decision:
     # and, per question, where the kept answer was read (`jobs.evidence.Evidence`).
     windows: int = 0
     evidence: dict[str, Any] | None = None
+    # Answers given as absent because their confidence was below `absent_below`: per question,
+    # the decoded value and its confidence (`jobs.withhold`).
+    withheld: dict[str, dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -352,7 +356,10 @@ class DecisionEngine:
                     value = as_written(value, written, question.schema, question.slot)
                 answers[question.id] = value
                 confidence[question.id] = slot_result.confidence
-        decision = self.conclude(item, qset, decision, dict(answers), dict(confidence), missing)
+        asked_questions = [q for group in doc.groups for q in group]
+        decision = self.conclude_withholding(
+            asked_questions, item, qset, fresh, dict(answers), dict(confidence), missing
+        )
         if decision.kind is not FailureKind.rule_violated:
             return self._spans(decision, doc, text, written)
         fallible = depends_on_checks(qset)
@@ -370,7 +377,9 @@ class DecisionEngine:
         }
         if ranked:
             better = rechoose(
-                lambda a, c: self.conclude(item, qset, fresh(), a, c, missing),
+                lambda a, c: self.conclude_withholding(
+                    asked_questions, item, qset, fresh, a, c, missing
+                ),
                 qset, answers, confidence, ranked,
             )  # fmt: skip
             decision = better or decision
@@ -394,6 +403,32 @@ class DecisionEngine:
                 found[question.id] = Evidence(None, 0, len(text), *span)
         decision.evidence = found or None
         return decision
+
+    def conclude_withholding(
+        self,
+        questions: Sequence[CompiledQuestion],
+        item: Item,
+        qset: QuestionSet,
+        fresh: Callable[[], Decision],
+        answers: dict[str, Any],
+        confidence: dict[str, float],
+        missing: dict[str, str] | None = None,
+        enforced: bool = True,
+    ) -> Decision:
+        """`conclude` after `absent_below` withheld the unsure answers of `questions`; when the
+        absent answers break the rules or the decision's schema (a rule that wants a value), the
+        decoded answers are concluded instead and nothing is withheld."""
+        held_answers, held_confidence = dict(answers), dict(confidence)
+        withheld = withhold(questions, held_answers, held_confidence, self.decoding.absent_below)
+        if withheld:
+            # Not `enforced`: an absent answer was not decoded under the rules.
+            decision = self.conclude(
+                item, qset, fresh(), held_answers, held_confidence, missing, enforced=False
+            )
+            if decision.kind not in (FailureKind.rule_violated, FailureKind.answer_invalid):
+                decision.withheld = withheld if decision.ok else None
+                return decision
+        return self.conclude(item, qset, fresh(), answers, confidence, missing, enforced)
 
     def conclude(
         self,

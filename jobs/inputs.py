@@ -23,7 +23,7 @@ ROW = "__decide_row"
 FILE = "__decide_file"
 OUTPUT_COLUMNS = (
     "doc_id", "status", "error", "answers", "answers_json", "confidence", "nfe", "truncated",
-    "model_fingerprint", "spec_fingerprint", "windows", "evidence",
+    "model_fingerprint", "spec_fingerprint", "windows", "evidence", "withheld_json",
 )  # fmt: skip
 
 

@@ -277,8 +277,8 @@ class LongDocuments:
         for choice in combinations(values, ENFORCE_TRIES):
             answers = {qid: c.value for qid, c in choice.items()}
             confidence = {qid: c.confidence for qid, c in choice.items()}
-            decision = self.engine.conclude(
-                item, d.qset, fresh(), answers, confidence, missing, enforced=False
+            decision = self.engine.conclude_withholding(
+                d.qset.asked, item, d.qset, fresh, answers, confidence, missing, enforced=False
             )
             if first is None:
                 first = decision
@@ -291,8 +291,9 @@ class LongDocuments:
             decision = first  # no choice satisfies the rules: the combined answers' failure
         assert decision is not None
         if decision.ok:
+            withheld = decision.withheld or {}
             decision.evidence = {
-                qid: None if c.window is None else Evidence(
+                qid: None if c.window is None or qid in withheld else Evidence(
                     c.window.index, c.window.start, c.window.end, *(c.span or (None,) * 2)
                 )
                 for qid, c in choice.items()

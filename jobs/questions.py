@@ -32,6 +32,7 @@ class CompiledQuestion:
     derive: str | None = None  # CEL over other answers (`jobs.derive`)
     absent: Any = None  # the declared "not in this part of the document" value (`Question`)
     unit: str | None = None  # a numeric extract question's unit (`Question.unit`)
+    absent_below: float | None = None  # withhold answers less confident (`jobs.withhold`)
 
 
 def special_ids(config: ModelConfig, tokenizer: TokenizerBundle) -> set[int]:
@@ -84,7 +85,7 @@ class QuestionCompiler:
             )
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract,
-            absent=question.absent, unit=question.unit,
+            absent=question.absent, unit=question.unit, absent_below=question.absent_below,
         )  # fmt: skip
 
 

@@ -72,11 +72,12 @@ class QuestionsRefused(ValueError):
 
 def fingerprint(questions: Sequence[Question | CompiledQuestion]) -> str:
     """A stable digest of what a question list asks (ids, texts, schemas, extract, derive,
-    absent)."""
+    absent, unit, absent_below)."""
     rows = [
         [q.id, q.text, q.schema_ if isinstance(q, Question) else q.schema, q.extract, q.derive]
         + ([q.absent] if q.absent is not None else [])
         + ([{"unit": q.unit}] if q.unit is not None else [])
+        + ([{"absent_below": q.absent_below}] if q.absent_below is not None else [])
         for q in questions
     ]
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

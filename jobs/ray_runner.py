@@ -39,7 +39,7 @@ from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
                "answer_tokens", "value_tokens", "truncated", "narrowed_json", "error_kind",
-               "partial", "errors_json", "windows", "evidence_json")  # fmt: skip
+               "partial", "errors_json", "windows", "evidence_json", "withheld_json")  # fmt: skip
 
 
 def _ray():
@@ -98,6 +98,8 @@ class DeciderActor:
             if d.evidence is not None:
                 evidence = {q: e.as_dict() if e else None for q, e in d.evidence.items()}
             out["evidence_json"].append(None if evidence is None else json.dumps(evidence))
+            withheld = None if not d.withheld else json.dumps(d.withheld, ensure_ascii=False)
+            out["withheld_json"].append(withheld)
             for name in self.plan.carried:
                 out[name].append(d.extra.get(name))
         return out
@@ -124,6 +126,7 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         evidence=None
         if row["evidence_json"] is None
         else {q: Evidence(**e) if e else None for q, e in json.loads(row["evidence_json"]).items()},
+        withheld=None if row["withheld_json"] is None else json.loads(row["withheld_json"]),
     )
 
 

@@ -144,6 +144,8 @@ def _frame(
         "errors": errors_dtype,
         "windows": pl.Int32,  # windows a too-long document was cut into (0: read whole)
         "evidence": evidence_dtype(list(fields)),
+        # answers given absent under `absent_below`: {question: {value, confidence}} as JSON
+        "withheld_json": pl.String,
         **plan.carried_schema,
     }
     rows = []
@@ -172,6 +174,9 @@ def _frame(
                 "evidence": None
                 if d.evidence is None
                 else {q: e.as_dict() if (e := d.evidence.get(q)) else None for q in fields},
+                "withheld_json": None
+                if not d.withheld
+                else json.dumps(d.withheld, ensure_ascii=False),
                 **d.extra,
             }
         )

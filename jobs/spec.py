@@ -60,6 +60,10 @@ class Question(Strict):
     # period ("$1,400 a month") count as numbers it states, in this unit (`decide.schemas.units`).
     # Changes answers: part of the fingerprint when set.
     unit: Unit | None = None
+    # Answer the absent value (`absent:`, or null) instead of a value decoded with a confidence
+    # below this (`jobs.withhold`); overrides `decoding.absent_below`. Changes answers: part of
+    # the fingerprint when set.
+    absent_below: float | None = Field(None, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _not_both(self) -> Question:
@@ -75,6 +79,17 @@ class Question(Strict):
             schema = self.schema_
             if not validator_class(schema)(schema).is_valid(self.absent):
                 raise ValueError(f"absent: {self.absent!r} is not a value of the question's schema")
+        if self.absent_below is not None:
+            if self.derive is not None:
+                raise ValueError("absent_below applies to decoded answers, not derived ones")
+            from decide.schemas.drafts import validator_class
+
+            schema = self.schema_
+            if self.absent is None and not validator_class(schema)(schema).is_valid(None):
+                raise ValueError(
+                    "absent_below needs an absent value: declare `absent:` or let the schema "
+                    "admit null"
+                )
         return self
 
     @field_validator("schema_", mode="before")
@@ -104,6 +119,8 @@ class Question(Strict):
             out["absent"] = self.absent
         if self.unit is not None:
             out["unit"] = self.unit
+        if self.absent_below is not None:
+            out["absent_below"] = self.absent_below
         return out
 
 
@@ -139,6 +156,10 @@ class Decoding(Strict):
     # 2026-12-05 (accuracy within 0.5 points, 1.3× faster at batch 16; docs/benchmarks.md); false:
     # every slot whole, as before. docs/jobs.md.
     grow_slots: bool = True
+    # An answer decoded with a confidence below this becomes its question's absent value
+    # (`absent:`, or null where the schema admits it; questions with neither keep theirs), the
+    # value kept in the `withheld` column (`jobs.withhold`, docs/jobs.md). Off by default.
+    absent_below: float | None = Field(None, gt=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod
@@ -250,12 +271,14 @@ class JobSpec(Strict):
             if self.cel_rules == []
             else [r.model_dump() for r in self.cel_rules],
             "instruction": self.instruction,
-            "decoding": self.decoding.model_dump(exclude={"grow_slots"}),
+            "decoding": self.decoding.model_dump(exclude={"grow_slots", "absent_below"}),
             "input": self.input.model_dump(),
             "long_documents": self.long_documents,
         }
         if not self.decoding.grow_slots:  # specs without it keep the fingerprint they had
             payload["grow_slots"] = False
+        if self.decoding.absent_below is not None:  # likewise
+            payload["absent_below"] = self.decoding.absent_below
         # The default cap is written as the null it was before 2026-12-05 (specs without it keep
         # the fingerprint they had); `max_steps: null`, no cap, now differs from the default.
         steps = self.decoding.max_steps

@@ -44,9 +44,13 @@ class NoRoom(ValueError):
 
 def absent_of(question: CompiledQuestion) -> tuple[bool, Any]:
     """(declared, value): the question's `absent:` value, else null if its schema admits it."""
-    if question.absent is not None:
-        return True, question.absent
-    schema = question.schema
+    return absent_value(question.schema, question.absent)
+
+
+def absent_value(schema: Any, absent: Any = None) -> tuple[bool, Any]:
+    """(declared, value) of a question with this schema and `absent:` (None when not set)."""
+    if absent is not None:
+        return True, absent
     return (True, None) if validator_class(schema)(schema).is_valid(None) else (False, None)
 
 

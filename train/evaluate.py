@@ -16,10 +16,11 @@ from __future__ import annotations
 import random
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from decide.jobs.calibrate import choose_absent_below
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.spec import Question
 
@@ -229,9 +230,9 @@ def _decided_documents(
     documents: Sequence[handwritten.Document],
     questions_of: Callable[[handwritten.Document], list[dict[str, Any]]],
     report: HandwrittenReport | UnstatedReport,
-) -> list[tuple[handwritten.Document, dict[str, Any]]]:
-    """Each document decided with `questions_of(document)` in one block: its answers (empty for a
-    failed row, counted in `report.failed_rows`)."""
+) -> list[tuple[handwritten.Document, dict[str, Any], dict[str, float]]]:
+    """Each document decided with `questions_of(document)` in one block: its answers and their
+    confidences (empty for a failed row, counted in `report.failed_rows`)."""
     items = [
         Item(i, doc.text, engine.questions([Question.model_validate(q) for q in questions_of(doc)]))
         for i, doc in enumerate(documents)
@@ -240,7 +241,7 @@ def _decided_documents(
     out = []
     for i, doc in enumerate(documents):
         report.failed_rows += not decided[i].ok
-        out.append((doc, decided[i].answers or {}))
+        out.append((doc, decided[i].answers or {}, decided[i].confidence or {}))
     return out
 
 
@@ -263,7 +264,7 @@ def evaluate_handwritten(
         return doc.questions
 
     report = HandwrittenReport()
-    for doc, got in _decided_documents(engine, documents, asked, report):
+    for doc, got, _ in _decided_documents(engine, documents, asked, report):
         group = group_of(doc.domain)
         all_right = True
         for qid, gold in doc.gold.items():
@@ -290,6 +291,9 @@ class UnstatedReport:
     documents: dict[str, Tally] = field(default_factory=dict)  # every answer right
     failed_rows: int = 0
     misses: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # id, q, got, gold
+    # Per question ("domain/id", not the other domain's): (answer, its confidence, gold), for
+    # choosing `absent_below` (`absent_below_chosen`).
+    decoded: dict[str, list[tuple[Any, float, Any]]] = field(default_factory=dict)
 
 
 def unstated_questions(domain: str) -> list[dict[str, Any]]:
@@ -306,12 +310,12 @@ def unstated_questions(domain: str) -> list[dict[str, Any]]:
 
 def _score_optional(
     report: UnstatedReport,
-    decided: list[tuple[handwritten.Document, dict[str, Any]]],
+    decided: list[tuple[handwritten.Document, dict[str, Any], dict[str, float]]],
     gold_of: Callable[[handwritten.Document], dict[str, Any]],
 ) -> UnstatedReport:
     """Tally optional answers: a gold None must be answered null, anything else its gold value;
     `other_*` questions (another domain's) are tallied as `foreign`."""
-    for doc, got in decided:
+    for doc, got, confidence in decided:
         group = group_of(doc.domain)
         all_right = True
         for qid, want in gold_of(doc).items():
@@ -328,6 +332,9 @@ def _score_optional(
             kind.setdefault(group, Tally()).add(ok)
             if not ok:
                 report.misses.append((doc.id, qid, answer, want))
+            if qid in confidence and not qid.startswith("other_"):
+                decoded = (answer, confidence[qid], want)
+                report.decoded.setdefault(f"{doc.domain}/{qid}", []).append(decoded)
         report.documents.setdefault(group, Tally()).add(all_right)
     return report
 
@@ -350,13 +357,37 @@ def evaluate_unstated(
 
 
 def evaluate_cut(
-    engine: DecisionEngine, documents: Sequence[handwritten.Document]
+    engine: DecisionEngine,
+    documents: Sequence[handwritten.Document],
+    absent_below: Mapping[str, float] | None = None,
 ) -> UnstatedReport:
     """Every checkable cut of each document (`cut.cuts`: the sentences writing one fact taken
     out) decided with its stated and absent facts as optional questions in one block: a stated
     fact must be its gold answer, an absent one (the cut fact, and any the cut or the writer
-    left out) null. `foreign` stays empty."""
+    left out) null. `foreign` stays empty. `absent_below`: per question ("domain/id") the
+    threshold its question is asked with (`jobs.withhold`)."""
     report = UnstatedReport()
     cut_documents = [found.as_document() for found in cut.cuts(list(documents))]
-    decided = _decided_documents(engine, cut_documents, lambda doc: doc.questions, report)
+    thresholds = absent_below or {}
+
+    def asked(doc: handwritten.Document) -> list[dict[str, Any]]:
+        return [
+            {**q, "absent_below": thresholds[key]} if (key := f"{doc.domain}/{q['id']}")
+            in thresholds else q
+            for q in doc.questions
+        ]  # fmt: skip
+
+    decided = _decided_documents(engine, cut_documents, asked, report)
     return _score_optional(report, decided, lambda doc: doc.gold)
+
+
+def absent_below_chosen(report: UnstatedReport, min_labels: int = 50) -> dict[str, float]:
+    """Per question of `report` with at least `min_labels` answers, the `absent_below` that gets
+    the most of them right, as `decide calibrate` chooses it (none where no threshold helps)."""
+    chosen = {}
+    for key, decoded in report.decoded.items():
+        if len(decoded) >= min_labels:
+            threshold = choose_absent_below(decoded, None)["threshold"]
+            if threshold is not None:
+                chosen[key] = threshold
+    return chosen
