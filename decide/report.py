@@ -97,6 +97,7 @@ def build_report(out: Path) -> dict[str, Any]:
     confidence, overall = figures.confidence_figures(parts)
     empty = {"counts": [0] * figures.CONFIDENCE_BINS, "mean": None, "answered_mean": None}
     texts = {q.id: q.text for q in manifest.spec.questions}
+    withheld = figures.withheld_counts(parts)
     questions = []
     for qid, tally in answers.items():
         conf = confidence.get(qid, empty)
@@ -105,6 +106,7 @@ def build_report(out: Path) -> dict[str, Any]:
             "nulls": tally["nulls"], "distribution": tally["distribution"],
             "confidence": {"counts": conf["counts"], "mean": conf["mean"]},
             "answered_confidence": conf["answered_mean"],
+            "withheld": withheld.get(qid, 0),
         })  # fmt: skip
     lowest = [
         {"doc_id": doc_id, "question": question,
@@ -182,7 +184,7 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             .bottom_k(SAMPLE_RANDOM, by=["_key", "_row"]).sort(["_key", "_row"])
         )["_row"]  # fmt: skip
     order = pl.concat([failed, low, sample]).cast(pl.UInt32)
-    columns = SAMPLE_COLUMNS + [c for c in ("evidence",) if c in parts.schema]
+    columns = SAMPLE_COLUMNS + [c for c in ("evidence", "withheld_json") if c in parts.schema]
     found = figures.rows_by_index(parts, order, columns)
     chosen = order.to_frame("_row").join(found, on="_row", how="left", maintain_order="left")
     texts = _document_texts(manifest, chosen["doc_id"].to_list())
@@ -203,6 +205,7 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             "pieces": pieces,
             "length": None if text is None else len(text.encode("utf-16-le")) // 2,
             "evidence": marks,
+            "withheld": json.loads(row["withheld_json"]) if row.get("withheld_json") else None,
         })  # fmt: skip
     return rows
 

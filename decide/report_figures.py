@@ -218,6 +218,18 @@ def answer_figures(parts: Parts) -> dict[str, dict[str, Any]]:
     return figures
 
 
+def withheld_counts(parts: Parts) -> dict[str, int]:
+    """Per question: the ok rows whose answer `absent_below` withheld (`withheld_json`; 0 for a
+    job written before the column)."""
+    if "withheld_json" not in parts.schema or not parts.questions:
+        return {qid: 0 for qid in parts.questions}
+    held = pl.col("withheld_json")
+    columns = [held.str.json_path_match(f"$.{qid}.confidence").is_not_null().sum().alias(qid)
+               for qid in parts.questions]  # fmt: skip
+    row = collect(parts.ok.select(columns)).row(0, named=True)
+    return {qid: int(row[qid] or 0) for qid in parts.questions}
+
+
 def least_confident(parts: Parts, limit: int) -> pl.DataFrame:
     """The `limit` least confident (document, question) answers: `conf`, `question`, `doc_id`,
     `answers_json`; ties in question order, then doc id order."""

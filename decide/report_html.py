@@ -119,6 +119,8 @@ def _question_line(question: dict[str, Any]) -> str:
     line = f"{question['answered']:,} answered"
     if question["nulls"]:
         line += f", {question['nulls']:,} null"
+    if question.get("withheld"):
+        line += f", {question['withheld']:,} withheld by absent_below"
     if question["answered"]:
         line += f"; mean confidence {fmt(question['answered_confidence'], 3)}"
     return line

@@ -210,6 +210,14 @@
         span.textContent = text(r.answers[qid]) + "  (confidence " + shownConf + ")";
         if (c !== null && c < low) { span.className = "low"; }
         dd.appendChild(span);
+        var held = r.withheld ? r.withheld[qid] : null;
+        if (held) {  // absent_below gave the absent value instead of this one
+          var why = document.createElement("small");
+          why.className = "muted";
+          why.textContent = "  withheld: " + text(held.value) + " (confidence " +
+            held.confidence.toFixed(3) + ")";
+          dd.appendChild(why);
+        }
         var ev = r.evidence ? r.evidence[qid] : null;
         if (ev) {  // a click shows where this answer was read
           var where = document.createElement("small");

@@ -139,6 +139,7 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
         "answers": answers_dtype(fields), "answers_json": pl.String,
         "confidence": pl.Struct({qid: pl.Float64 for qid in fields}), "nfe": pl.Int32,
         "value_tokens": pl.Int32, "filler_tokens": pl.Int32, "error_kind": pl.String,
+        "withheld_json": pl.String,
     }  # fmt: skip
     (out / "answers").mkdir(parents=True)
     doc = 0
@@ -155,12 +156,15 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
             values = {qid: _value(qid, rng) for qid in fields}
             confidence = {qid: rng.choice([None, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()])
                           for qid in fields}  # fmt: skip
+            held = rng.sample(list(fields), rng.choice([0, 0, 0, 1, 2]))  # `absent_below`
+            withheld = {qid: {"value": "x", "confidence": 0.3} for qid in held} or None
             rows.append({
                 "doc_id": f"doc-{doc:05d}", "status": "ok", "error": None,
                 "answers": {qid: f.cell(values[qid]) for qid, f in fields.items()},
                 "answers_json": json.dumps(values, separators=(",", ":")),
                 "confidence": confidence, "nfe": rng.randrange(1, 9),
                 "value_tokens": rng.randrange(3, 30), "filler_tokens": rng.randrange(0, 60),
+                "withheld_json": None if withheld is None else json.dumps(withheld),
             })  # fmt: skip
         frame = pl.DataFrame(rows, schema=schema, orient="row" if rows else None)
         frame.write_parquet(out / "answers" / f"part-{part:05d}.parquet")
@@ -232,6 +236,7 @@ def _reference_report(out: Path) -> dict[str, Any]:
     least = least.head(r.LOWEST).select("doc_id", "question", "conf")
     answers_json = dict(ok.select("doc_id", "answers_json").iter_rows())
     nfe, tokens = int(frame["nfe"].sum()), int(frame["value_tokens"].sum())
+    held = ok["withheld_json"].drop_nulls().to_list()
     return {
         "counts": {"total": frame.height + 2, "decided": frame.height, "ok": ok.height,
                    "failed": failed.height + 2, "invalid_rows": 2, "failed_by_reason": reasons},
@@ -244,7 +249,9 @@ def _reference_report(out: Path) -> dict[str, Any]:
                        "nulls": answers[q["id"]].null_count(),
                        "distribution": distribution(answers[q["id"]]),
                        "confidence": confidence(conf[q["id"]]),
-                       "answered_confidence": answered_mean(q["id"])} for q in MANY_QUESTIONS],
+                       "answered_confidence": answered_mean(q["id"]),
+                       "withheld": sum(q["id"] in json.loads(w) for w in held)}
+                      for q in MANY_QUESTIONS],
         "confidence": confidence(long["conf"]),
         "lowest_confidence": [{"doc_id": d, "question": q, "confidence": c,
                                "answer": json.loads(answers_json[d]).get(q)}
@@ -313,7 +320,8 @@ def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path:
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     chart = page[page.index("<h3>never ") :]
     chart = chart[: chart.index("</div>")]
-    assert "no answers" in chart and f"0 answered, {never['nulls']} null</p>" in chart
+    held = f", {never['withheld']} withheld by absent_below" if never["withheld"] else ""
+    assert "no answers" in chart and f"0 answered, {never['nulls']} null{held}</p>" in chart
     assert "mean confidence" not in chart
     amount = page[page.index("<h3>amount ") :]
     labels = re.findall(r'text-anchor="middle">([^<]*)</text>', amount[: amount.index("</svg>")])

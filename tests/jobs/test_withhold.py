@@ -12,6 +12,7 @@ import json
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from helpers.browser import CHROMEDRIVER, CHROMIUM, chromium_driver
 from helpers.jobdata import long_text, read_answers, write_docs
 
 from decide.api import Decider
@@ -21,6 +22,7 @@ from decide.jobs.questions import CompiledQuestion
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
 from decide.jobs.withhold import withhold
+from decide.report import build_report, sample_documents, validate_report
 
 NAME = {"id": "name", "text": "Who is the claimant?", "schema": {"type": ["string", "null"]}}
 KIND = {
@@ -228,3 +230,43 @@ def test_calibrate_suggests_absent_below_from_labels_of_a_withholding_job(jobs) 
         assert entry["right_at_threshold"] == 12 and entry["withheld"] == len(unsure)
         assert entry["threshold"] <= split
         assert "absent_below" in result.output and "name: 12 labels" in result.output
+
+
+def test_the_report_counts_and_shows_what_was_withheld(jobs) -> None:
+    held = jobs["held"]
+    report = json.loads((jobs["where"] / "held" / "report.json").read_text())
+    validate_report(report)
+    counts = {q["id"]: q["withheld"] for q in report["questions"]}
+    rows = [json.loads(w) for w in held["withheld_json"] if w is not None]
+    assert counts == {qid: sum(qid in r for r in rows) for qid in ("name", "kind", "count")}
+    assert counts["count"] == 0 and counts["name"] + counts["kind"] >= 2
+    plain = build_report(jobs["where"] / "plain")  # a job without the threshold
+    assert all(q["withheld"] == 0 for q in plain["questions"])
+    sampled = sample_documents(jobs["where"] / "held", report)
+    shown = [r for r in sampled if r["withheld"]]
+    assert shown and all(set(r["withheld"]) <= {"name", "kind"} for r in shown)
+
+
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromedriver"
+)
+def test_the_page_shows_a_withheld_value_beside_its_absent_answer(jobs) -> None:
+    from selenium.webdriver.common.by import By
+
+    held = jobs["held"].filter(pl.col("withheld_json").is_not_null())
+    doc_id = held["doc_id"][0]
+    withheld = json.loads(held["withheld_json"][0])
+    driver = chromium_driver()
+    try:
+        driver.get((jobs["where"] / "held" / "report.html").resolve().as_uri())
+        driver.find_element(By.ID, "search").send_keys(doc_id)
+        driver.find_element(By.CSS_SELECTOR, "#doc-body tr").click()
+        detail = " ".join(driver.find_element(By.ID, "detail").text.split())
+        for qid, entry in withheld.items():  # the page's text with its spaces collapsed
+            value = " ".join(str(entry["value"]).split())
+            assert f"withheld: {value} (confidence" in detail, (qid, detail)
+        assert f"{next(iter(withheld.values()))['confidence']:.3f}" in detail
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert errors == []
+    finally:
+        driver.quit()
