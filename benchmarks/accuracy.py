@@ -8,7 +8,9 @@
   what a Pydantic `X | None` field gives) plus one question of another domain: stated facts
   right, and facts the document does not state (and the other domain's question) answered null;
   and the same documents with the sentences writing one name, city, product or number cut out
-  (`train/cut.py`), asked their string and number facts as optional: the cut one must be null.
+  (`train/cut.py`), asked their string and number facts as optional: the cut one must be null;
+  with the validation split, those cut documents again with each question's `absent_below`
+  chosen on the validation ones as `decide calibrate` chooses it (docs/jobs.md).
 - Synthetic decisions from the *test* split (templates, names, cities and products never seen in
   training): exact match on questions stated in the document and on derived questions, and the
   share of documents with every answer right.
