@@ -270,3 +270,21 @@ def test_the_page_shows_a_withheld_value_beside_its_absent_answer(jobs) -> None:
         assert errors == []
     finally:
         driver.quit()
+
+
+def test_a_pydantic_field_carries_its_threshold_to_its_question() -> None:
+    from pydantic import BaseModel, Field
+
+    from decide.api import questions_from_model
+
+    class Claim(BaseModel):
+        city: str | None = Field(
+            None, description="Which city?", json_schema_extra={"absent_below": 0.7}
+        )
+        amount: int = Field(description="How many dollars?")
+
+    city, amount = questions_from_model(Claim)
+    assert city["absent_below"] == 0.7 and "absent_below" not in city["schema"]
+    assert "absent_below" not in amount
+    spec = parse_spec({"questions": [city, amount]})  # the schema admits null: accepted
+    assert spec.questions[0].absent_below == 0.7
