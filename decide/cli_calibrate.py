@@ -53,8 +53,8 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
     Finite questions (booleans, enums, small integer ranges) get a temperature on the logit of
     their confidence, the others Platt scaling; a question with fewer than --min-labels labels
     uses the map fitted on all questions of its schema kind. For each question with an absent
-    value (`absent:`, or null) and at least --min-labels labels, it also prints the
-    `absent_below` that gets the most of them right, to set in the spec.
+    value (`absent:`, or null) it also prints the `absent_below` that gets the most of its
+    labelled answers right (with fewer than --min-labels, of its kind's), to set in the spec.
 
     \b
     Example:
@@ -108,12 +108,14 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
     if suggested:
         click.echo("absent_below (answers right on these labels, in-sample):")
     for qid, entry in suggested.items():
-        t = entry["threshold"]
+        t, where = entry["threshold"], {"question": "", "kind": " (its kind's labels)"}
         gain = (
-            "no threshold gets more right"
+            "too few labels, even of its kind"
+            if entry["fitted_on"] == "none"
+            else "no threshold gets more right"
             if t is None
-            else f"at absent_below {t:g}: {entry['right_at_threshold']} right, "
-            f"{entry['withheld']} withheld"
+            else f"at absent_below {t:g}{where[entry['fitted_on']]}: "
+            f"{entry['right_at_threshold']} right, {entry['withheld']} withheld"
         )
         click.echo(
             f"  {qid}: {entry['labels']} labels ({entry['absent_gold']} absent), "

@@ -74,6 +74,11 @@ def answers_match(answer: Any, gold: Any) -> bool:
     return answer is None and gold is None
 
 
+# A labelled answer of a question with an absent value: (the value as decoded, its confidence,
+# the gold value, the question's absent value).
+Labelled = tuple[Any, float, Any, Any]
+
+
 @dataclass
 class Labels:
     """Per question: the engine's confidences, right/wrong, and the schema kind."""
@@ -85,9 +90,8 @@ class Labels:
     messages: list[str] = field(default_factory=list)
     rows: int = 0  # gold rows used
     # Questions with an absent value (`absent:`, or null): per answer the value as decoded
-    # (before any `absent_below` withheld it), its confidence and the gold value.
-    decoded: dict[str, list[tuple[Any, float, Any]]] = field(default_factory=dict)
-    absent: dict[str, Any] = field(default_factory=dict)
+    # (before any `absent_below` withheld it), its confidence, the gold value and the absent one.
+    decoded: dict[str, list[Labelled]] = field(default_factory=dict)
 
     def add(self, qid: str, schema: Any, confidence: float, right: bool) -> None:
         self.kinds.setdefault(qid, cal.schema_kind(schema))
@@ -175,8 +179,7 @@ def collect_labels(
                 held = withheld.get(qid)
                 decoded = (got[qid], confidence[qid]) if held is None else (
                     held["value"], held["confidence"])  # fmt: skip
-                labels.decoded.setdefault(qid, []).append((*decoded, value))
-                labels.absent.setdefault(qid, absent)
+                labels.decoded.setdefault(qid, []).append((*decoded, value, absent))
             used = True
         labels.rows += used
     return labels, dict(manifest.fingerprints)
@@ -187,37 +190,66 @@ def collect_labels(
 ABSENT_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
 
 
+def _right_at(items: list[Labelled], threshold: float | None) -> tuple[int, int]:
+    """(answers right, answers withheld) when `absent_below` is `threshold`."""
+    right = held = 0
+    for value, p, gold, absent in items:
+        if threshold is not None and p < threshold and not same_value(value, absent):
+            value, held = absent, held + 1
+        right += answers_match(value, gold)
+    return right, held
+
+
 def choose_absent_below(
-    decoded: list[tuple[Any, float, Any]], absent: Any, grid: tuple[float, ...] = ABSENT_GRID
-) -> dict[str, Any]:
-    """For one question's labelled answers ((decoded value, its confidence, gold), `absent` its
-    absent value): answers right as decoded, and the threshold of `grid` under which
-    withholding (`jobs.withhold`) gets the most right, with that count and how many it
-    withholds. `threshold` is None when no threshold gets more right than none (the lowest
-    threshold wins a tie: the fewest answers changed)."""
-
-    def right_at(t: float | None) -> tuple[int, int]:
-        right = held = 0
-        for value, p, gold in decoded:
-            if t is not None and p < t and not same_value(value, absent):
-                value, held = absent, held + 1
-            right += answers_match(value, gold)
-        return right, held
-
-    plain, _ = right_at(None)
-    best: tuple[int, float | None, int] = (plain, None, 0)
+    items: list[Labelled], grid: tuple[float, ...] = ABSENT_GRID
+) -> float | None:
+    """The threshold of `grid` under which withholding (`jobs.withhold`) gets the most of
+    `items` right; None when none gets more right than no threshold (the lowest threshold wins
+    a tie: the fewest answers changed)."""
+    best, chosen = _right_at(items, None)[0], None
     for t in grid:
-        right, held = right_at(t)
-        if right > best[0]:
-            best = (right, t, held)
-    return {
-        "labels": len(decoded),
-        "absent_gold": sum(same_value(gold, absent) for _, _, gold in decoded),
-        "right": plain,
-        "threshold": best[1],
-        "right_at_threshold": best[0],
-        "withheld": best[2],
-    }
+        right, _ = _right_at(items, t)
+        if right > best:
+            best, chosen = right, t
+    return chosen
+
+
+def suggest_absent_below(
+    decoded: dict[str, list[Labelled]],
+    kinds: dict[str, str],
+    min_labels: int = cal.MIN_LABELS,
+    min_pool: int = cal.MIN_POOL,
+) -> dict[str, dict[str, Any]]:
+    """Per question, the `absent_below` chosen by `choose_absent_below` on its own labels when
+    it has at least `min_labels`, else on every label of its schema kind (`kinds`, all
+    questions of the kind pooled) when those are at least `min_pool`, else none: the pooling rule
+    of the calibration maps. Each entry counts the question's own labels: `labels`,
+    `absent_gold`, `right` as decoded, and `right_at_threshold` and `withheld` under the
+    threshold; `fitted_on` says which labels chose it ("question", "kind" or "none")."""
+    pools: dict[str, list[Labelled]] = {}
+    for qid, items in decoded.items():
+        pools.setdefault(kinds[qid], []).extend(items)
+    pooled = {kind: choose_absent_below(items) if len(items) >= min_pool else None
+              for kind, items in pools.items()}  # fmt: skip
+    out = {}
+    for qid, items in decoded.items():
+        if len(items) >= min_labels:
+            fitted_on, threshold = "question", choose_absent_below(items)
+        elif len(pools[kinds[qid]]) >= min_pool:
+            fitted_on, threshold = "kind", pooled[kinds[qid]]
+        else:
+            fitted_on, threshold = "none", None
+        right_at, withheld = _right_at(items, threshold)
+        out[qid] = {
+            "labels": len(items),
+            "absent_gold": sum(same_value(gold, absent) for _, _, gold, absent in items),
+            "right": _right_at(items, None)[0],
+            "threshold": threshold,
+            "right_at_threshold": right_at,
+            "withheld": withheld,
+            "fitted_on": fitted_on,
+        }
+    return out
 
 
 def build_document(
@@ -255,13 +287,9 @@ def build_document(
                         "after": cal.reliability(after, right)},
         "risk_coverage": [_clean(r) for r in cal.risk_coverage(after, right)],
     }  # fmt: skip
-    # Questions with an absent value and enough labels: the `absent_below` that gets the most of
-    # their labelled answers right (in-sample; the spec sets it, docs/calibration.md).
-    suggested = {
-        qid: choose_absent_below(decoded, labels.absent[qid])
-        for qid, decoded in labels.decoded.items()
-        if len(decoded) >= min_labels
-    }
+    # Questions with an absent value: the `absent_below` that gets the most of their labelled
+    # answers right (in-sample; the spec sets it, docs/calibration.md).
+    suggested = suggest_absent_below(labels.decoded, labels.kinds, min_labels, min_pool)
     if suggested:
         document["absent_below"] = suggested
     validate_calibration(document)

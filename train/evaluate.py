@@ -20,7 +20,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from decide.jobs.calibrate import choose_absent_below
+from decide.jobs.calibrate import suggest_absent_below
+from decide.jobs.calibration import schema_kind
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.spec import Question
 
@@ -382,12 +383,13 @@ def evaluate_cut(
 
 
 def absent_below_chosen(report: UnstatedReport, min_labels: int = 50) -> dict[str, float]:
-    """Per question of `report` with at least `min_labels` answers, the `absent_below` that gets
-    the most of them right, as `decide calibrate` chooses it (none where no threshold helps)."""
-    chosen = {}
-    for key, decoded in report.decoded.items():
-        if len(decoded) >= min_labels:
-            threshold = choose_absent_below(decoded, None)["threshold"]
-            if threshold is not None:
-                chosen[key] = threshold
-    return chosen
+    """Per question of `report` ("domain/id"), the `absent_below` `decide calibrate` would
+    suggest from its answers (`jobs.calibrate.suggest_absent_below`: its own labels when it has
+    `min_labels`, else its schema kind's); questions where no threshold helps are left out."""
+    kinds = {}
+    for key in report.decoded:
+        domain, qid = key.split("/", 1)
+        kinds[key] = schema_kind(handwritten.DOMAINS[domain].question(qid)["schema"])
+    decoded = {key: [(*item, None) for item in items] for key, items in report.decoded.items()}
+    suggested = suggest_absent_below(decoded, kinds, min_labels)
+    return {key: s["threshold"] for key, s in suggested.items() if s["threshold"] is not None}

@@ -17,7 +17,7 @@ from helpers.jobdata import long_text, read_answers, write_docs
 
 from decide.api import Decider
 from decide.cli import main
-from decide.jobs.calibrate import ABSENT_GRID, choose_absent_below
+from decide.jobs.calibrate import ABSENT_GRID, choose_absent_below, suggest_absent_below
 from decide.jobs.questions import CompiledQuestion
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
@@ -190,17 +190,25 @@ def test_the_job_writes_what_it_withheld(jobs) -> None:
     assert rows >= 2
 
 
-def test_choose_absent_below_takes_the_threshold_that_gets_most_right() -> None:
+def test_the_suggested_threshold_gets_most_right_with_the_calibration_pooling_rule() -> None:
     # Three sure answers right, two unsure ones whose gold is absent, one unsure one right.
-    decoded = [("a", 0.99, "a"), ("b", 0.97, "b"), ("c", 0.96, "c"),
-               ("d", 0.55, None), ("e", 0.65, None), ("f", 0.75, "f")]  # fmt: skip
-    chosen = choose_absent_below(decoded, None)
-    assert chosen == {"labels": 6, "absent_gold": 2, "right": 4, "threshold": 0.7,
-                      "right_at_threshold": 6, "withheld": 2}  # fmt: skip
-    # No threshold gets more right: none is suggested; a tie goes to the lowest threshold.
-    assert choose_absent_below(decoded[:3], None)["threshold"] is None
-    tie = [("a", 0.99, "a"), ("d", 0.55, "none"), ("f", 0.75, "g")]
-    assert choose_absent_below(tie, "none")["threshold"] == 0.6
+    sure = [("a", 0.99, "a", None), ("b", 0.97, "b", None), ("c", 0.96, "c", None)]
+    unsure = [("d", 0.55, None, None), ("e", 0.65, None, None), ("f", 0.75, "f", None)]
+    assert choose_absent_below(sure + unsure) == 0.7
+    assert choose_absent_below(sure) is None  # nothing to gain
+    tie = [("a", 0.99, "a", "none"), ("d", 0.55, "none", "none"), ("f", 0.75, "g", "none")]
+    assert choose_absent_below(tie) == 0.6  # 0.6 and 0.7 get as many right: the lowest
+    decoded = {"own": (sure + unsure) * 2, "few": unsure[:2], "lone": sure[:1]}
+    kinds = {"own": "string", "few": "string", "lone": "integer"}
+    suggested = suggest_absent_below(decoded, kinds, min_labels=10, min_pool=5)
+    assert suggested["own"] == {"labels": 12, "absent_gold": 4, "right": 8, "threshold": 0.7,
+                                "right_at_threshold": 12, "withheld": 4,
+                                "fitted_on": "question"}  # fmt: skip
+    # Two labels of its own: its kind's 14 labels choose, its own two are counted.
+    few = suggested["few"]
+    assert few["fitted_on"] == "kind" and few["threshold"] == 0.7 and few["labels"] == 2
+    assert few["right"] == 0 and few["right_at_threshold"] == 2 and few["withheld"] == 2
+    assert suggested["lone"]["fitted_on"] == "none" and suggested["lone"]["threshold"] is None
 
 
 def test_calibrate_suggests_absent_below_from_labels_of_a_withholding_job(jobs) -> None:
@@ -228,6 +236,7 @@ def test_calibrate_suggests_absent_below_from_labels_of_a_withholding_job(jobs) 
         assert entry["labels"] == 12 and entry["absent_gold"] == len(unsure) >= 2
         assert entry["right"] == 12 - len(unsure)  # as decoded, before any withholding
         assert entry["right_at_threshold"] == 12 and entry["withheld"] == len(unsure)
+        assert entry["fitted_on"] == "question"
         assert entry["threshold"] <= split
         assert "absent_below" in result.output and "name: 12 labels" in result.output
 
