@@ -6,6 +6,7 @@ error; 3 aborted.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import traceback
@@ -345,6 +346,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
             + ", ".join(d.inputs)
         )
+    _echo_absent_below(spec.decoding.absent_below, qset.asked)
     why_not: dict[int, str] = {}
     if qset.checks is not None:
         finite = {q.id: 0 if q.extract else len(q.slot.values or ()) for q in qset.asked}
@@ -361,6 +363,26 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         click.echo(
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)
+        )
+
+
+def _echo_absent_below(default: float | None, asked: list) -> None:
+    """Which answers `absent_below` may give as absent, and below what (docs/jobs.md)."""
+    from decide.jobs.window_plan import absent_of
+    from decide.jobs.withhold import threshold_of
+
+    for q in asked:
+        below = threshold_of(q, default)
+        if below is None:
+            continue
+        declared, absent = absent_of(q)
+        whose = "" if q.absent_below is not None else " (the job's absent_below)"
+        click.echo(
+            f"absent_below: {q.id} answers {json.dumps(absent)} when decoded less sure than "
+            f"{below:g}{whose}"
+            if declared
+            else f"absent_below: {q.id} has no absent value (no `absent:`, no null): answered as "
+            "decoded"
         )
 
 

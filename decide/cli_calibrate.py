@@ -121,4 +121,9 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
             f"  {qid}: {entry['labels']} labels ({entry['absent_gold']} absent), "
             f"{entry['right']} right as decoded; {gain}"
         )
+    chosen = {qid: e["threshold"] for qid, e in suggested.items() if e["threshold"] is not None}
+    if chosen:
+        click.echo("to use them, add to each question in the spec (this changes its fingerprint):")
+        for qid, t in chosen.items():
+            click.echo(f"  {qid}: absent_below: {t:g}")
     click.echo(f"calibration: {output}")

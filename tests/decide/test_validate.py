@@ -121,3 +121,22 @@ def test_validate_says_which_questions_the_evidence_ranker_reads(tiny_checkpoint
                                 "windows": {"top_k": 2, "evidence_ranker": False}}))  # fmt: skip
     out = CliRunner().invoke(main, ["validate", str(path), "--model", str(model)]).output
     assert "the 2 BM25 ranks first" in out and "evidence ranker" not in out, out
+
+
+def test_validate_says_what_absent_below_may_withhold(tiny_checkpoint, tmp_path) -> None:
+    spec = {
+        "questions": [
+            {"id": "city", "text": "City?", "schema": {"type": ["string", "null"]},
+             "absent_below": 0.5},
+            {"id": "kind", "text": "Kind?", "schema": {"enum": ["auto", "none"]}, "absent": "none"},
+            {"id": "n", "text": "N?", "schema": {"type": "integer", "minimum": 0, "maximum": 9}},
+        ],
+        "decoding": {"absent_below": 0.9},
+    }  # fmt: skip
+    (tmp_path / "job.json").write_text(json.dumps(spec))
+    model = str(tiny_checkpoint("bert", vocab="small"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "job.json"), "--model", model])
+    assert result.exit_code == 0, result.output
+    assert "absent_below: city answers null when decoded less sure than 0.5\n" in result.output
+    assert 'kind answers "none" when decoded less sure than 0.9 (the job\'s' in result.output
+    assert "absent_below: n has no absent value" in result.output

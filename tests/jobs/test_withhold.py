@@ -239,6 +239,7 @@ def test_calibrate_suggests_absent_below_from_labels_of_a_withholding_job(jobs) 
         assert entry["fitted_on"] == "question"
         assert entry["threshold"] <= split
         assert "absent_below" in result.output and "name: 12 labels" in result.output
+        assert f"  name: absent_below: {entry['threshold']:g}\n" in result.output
 
 
 def test_the_report_counts_and_shows_what_was_withheld(jobs) -> None:
