@@ -115,3 +115,15 @@ def test_per_row_questions_take_schema_as_json_text() -> None:
         parse_questions([{"id": "a", "text": "A?", "schema": "{not json"}], "row 3")
     with pytest.raises(SpecError, match="appear more than once"):
         parse_questions(raw + raw, "row 3")
+
+
+def test_the_readme_spec_example_is_a_valid_spec() -> None:
+    import re
+
+    import yaml
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "decoding:" in b]
+    assert len(blocks) == 1
+    spec = parse_spec(yaml.safe_load(blocks[0]), "README.md")
+    assert {"arbitration", "over_limit"} <= {q.id for q in spec.questions}
