@@ -5,13 +5,14 @@ document (`pack.Packer`), streams the requests through the engine's continuously
 length-sorted windows (so documents of similar length share a forward), turns committed slot tokens
 back into JSON values (`decide.schemas`), and validates every decision object again with
 `jsonschema` against the questions' schemas plus the spec's rules. Derived questions (`derive:`)
-are not packed: they are computed from the decoded answers (`jobs.derive`). A document that cannot
+are not packed: they are computed from the decoded answers (`jobs.derive`), after answers decoded
+less sure than `absent_below` are given as absent (`jobs.withhold`). A document that cannot
 be packed or decided becomes an error decision with a `FailureKind`; it never stops the others.
 An answer that fails on its own (an extract question with no span, a derived answer with a
 missing input) leaves the row ok and `partial`, with the reason in `errors`, unless
 `partial_rows="error"`. A document too long for the model is, with `long_documents="windows"`,
 pooled and decided in windows (`jobs.longdocs`), whose combined answers are concluded here like
-any other (`DecisionEngine.conclude`).
+any other (`DecisionEngine.conclude_withholding`).
 """
 
 from __future__ import annotations
