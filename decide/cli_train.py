@@ -155,10 +155,14 @@ def _recipe_fraction(flag: str, text: str):
     "share of the hand-written and synthetic rows asked as optional questions, the facts a "
     "document does not state answered null (default: the recipe's, 0).",
 )
-@_recipe_fraction(
+@click.option(
     "--cut-share",
-    "share of the hand-written rows whose document has one fact's sentences cut out, asked "
-    "as optional questions with that fact null (default: the recipe's, 0).",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="With DATA and --evidence-column: share of the draws of a document read whole that "
+    "cut out the sentences stating one question's evidence, its answer then the absent value "
+    "(null or `absent:`) [default: 0]. --recipe bundled: share of the hand-written rows cut so "
+    "(default: the recipe's, 0).",
 )
 @_recipe_fraction(
     "--merge-weight",
@@ -290,6 +294,7 @@ def train(
                 from_scratch=from_scratch,
                 resume=resume,
                 progress=progress,
+                cut_share=cut_share or 0.0,
             )
             click.echo(f"model written to {output}")
     except (SpecError, ModelLoadError) as exc:

@@ -7,7 +7,10 @@ column (JSON text: per question id a list of `[start, end]` character offsets wh
 states its answer) lets a window without the evidence teach the question's absent value, and fits
 the learnt evidence ranker (`train.evidence_ranker`, written with the model as
 `evidence_ranker.json`; `evidence_ranker=False` does not), which then chooses the windows
-training reads, as it chooses those `decide run` reads. Training
+training reads, as it chooses those `decide run` reads. With `cut_share`, that share of the
+draws of a document read whole is the document with one question's evidence sentences cut out,
+its answer the absent value (`train.windows.WindowRows.cut_row`): a model that learns to answer
+null, or `absent:`, for what a document does not state. Training
 draws rows with a seeded generator, so runs are deterministic and resumable. `--from-scratch`
 starts from random weights of the given config instead of the checkpoint's weights.
 """
@@ -109,11 +112,15 @@ def train_from_parquet(
     from_scratch: bool = False,
     resume: bool = False,
     progress: bool | None = None,
+    cut_share: float = 0.0,
 ) -> dict[str, Any]:
     spec_questions = None
     if spec_path is not None:
         spec_questions = [q.as_dict() for q in load_spec(spec_path).questions]
     rows = read_rows(data, gold_column, spec_questions, evidence_column)
+    if cut_share and evidence_column is None:
+        raise SpecError("--cut-share needs --evidence-column: the evidence says which sentences "
+                        "state an answer, so cutting them makes it absent")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     if from_scratch and not resume:
         init = random_init(init, out / "scratch", config.seed)
@@ -126,7 +133,7 @@ def train_from_parquet(
                 "pip install 'decide[train]', or pass --no-evidence-ranker"
             )
         ranker = fit_ranker(rows)  # before training: windows are read as it will read them
-    windows = WindowRows(model_config, tokenizer, rows, ranker=ranker)
+    windows = WindowRows(model_config, tokenizer, rows, ranker=ranker, cut_share=cut_share)
     summary = train(init, windows.draw, out, config, resume=resume, progress=progress)
     shutil.rmtree(out / "scratch", ignore_errors=True)
     if ranker is not None:

@@ -16,10 +16,20 @@ A window's gold answer to a question:
   out of that example (as inference leaves out an extract question a window offers nothing for);
 - otherwise the document's gold answer.
 
-A document that fits the model whole is returned as it is. A block's windows are those inference
-decides, each asked the questions inference asks it (`read`, `WindowPlanner.reads`): all of them,
-or with `top_k` in the settings the k that BM25 ranks highest for the block's question texts, or,
-with a learnt evidence `ranker`, those it finds likely to hold each question's answer.
+A document that fits the model whole is returned as it is, or, with `cut_share`, that share of
+its draws (when it has evidence for a question with an absent value whose answer is not absent)
+is returned cut (`cut_row`): every sentence (`train.cut.sentences`) overlapping one such
+question's evidence taken out, so the document no longer states it and its gold is the absent
+value; the other questions are asked as a window would ask them (those with evidence: their
+gold when at least half of one evidence span is left, else absent; `extract` ones when their
+value is still in the text), except that questions with neither evidence nor `extract` are left
+out (a cut sentence may have stated them). A cut that leaves the question's value written
+elsewhere, or fewer than half the document's characters, is not made.
+
+A block's windows are those inference decides, each asked the questions inference asks it
+(`read`, `WindowPlanner.reads`): all of them, or with `top_k` in the settings the k that BM25
+ranks highest for the block's question texts, or, with a learnt evidence `ranker`, those it
+finds likely to hold each question's answer.
 `evidence_share` of the draws pick, among them, one that holds evidence for one of its questions
 (when there is one); the others pick one uniformly. Most window answers are the absent value, so a
 window's answers that are not weigh `found_weight` times as much in the loss (the row's fifth
@@ -46,11 +56,29 @@ from decide.jobs.questions import CompiledQuestion
 from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import parse_questions
 from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
-from decide.jobs.windows import Window, token_starts
+from decide.jobs.windows import Window, same_value, token_starts
 
+from .cut import sentences
 from .examples import RowMasking
 
 DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
+
+
+def _complement(spans: Sequence[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    """The parts of `[0, length)` outside the sorted, disjoint `spans` (empty parts dropped)."""
+    out, at = [], 0
+    for a, b in [*spans, (length, length)]:
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    return out
+
+
+def _kept_half(span: tuple[int, int], kept: Sequence[tuple[int, int]]) -> bool:
+    """Whether at least half of `span` lies in the `kept` parts of a text."""
+    start, end = span
+    inside = sum(max(0, min(end, b) - max(start, a)) for a, b in kept)
+    return 2 * inside >= max(1, end - start)
 
 
 @dataclass(frozen=True)
@@ -81,8 +109,10 @@ class WindowRows:
         found_weight: float = 1.0,
         ranker: EvidenceRanker | None = None,
         masking: RowMasking | None = None,
+        cut_share: float = 0.0,
     ) -> None:
         self.rows = list(rows)
+        self.cut_share = cut_share
         self.masking = masking  # how the windows' examples are masked (None: as the run's)
         self.evidence_share = evidence_share
         self.found_weight = found_weight
@@ -162,6 +192,49 @@ class WindowRows:
                 out[q.id] = gold
         return out
 
+    def cut_row(
+        self, row: LongRow, rng: random.Random
+    ) -> tuple[str, list[dict[str, Any]], dict[str, Any]] | None:
+        """`(text, questions, gold)` of `row` with the sentences stating one question's evidence
+        cut out (the module docstring), or None when no question allows a checked cut."""
+        asked = self.book.build(parse_questions(row.questions, "row")).asked
+        by_id = {q["id"]: q for q in row.questions}
+        candidates = []
+        for q in asked:
+            declared, absent = absent_of(q)
+            if declared and row.evidence.get(q.id) and not same_value(row.gold[q.id], absent):
+                candidates.append(q)
+        if not candidates:
+            return None
+        target = rng.choice(candidates)
+        spans = row.evidence[target.id]
+        removed = [s for s in sentences(row.text) if any(a < s[1] and s[0] < b for a, b in spans)]
+        kept = _complement(removed, len(row.text))
+        text = "".join(row.text[a:b] for a, b in kept)
+        if 2 * sum(b - a for a, b in kept) < len(row.text):
+            return None
+        gold: dict[str, Any] = {}
+        for q in asked:
+            value = row.gold[q.id]
+            declared, absent = absent_of(q)
+            written = (
+                value is not None
+                and not isinstance(value, bool)
+                and isinstance(value, str | int | float)
+                and locate(value, text, q.schema, unit=q.unit) is not None
+            )
+            if q.id in row.evidence and declared:
+                left = any(_kept_half(span, kept) for span in row.evidence[q.id])
+                if not left and written:
+                    if q is target:
+                        return None  # its value is written outside its evidence: not checked
+                    continue  # another question's evidence disagrees with the text: not asked
+                gold[q.id] = value if left else absent
+            elif q.extract and (value is None or written):
+                gold[q.id] = value
+            # Neither evidence nor extract: a cut sentence may have stated it; not asked.
+        return text, [by_id[qid] for qid in gold], gold
+
     def draw(self, rng: random.Random) -> tuple[Any, ...]:
         """One training row `(text, questions, gold, given, weights, masking)`: a window of a
         block of a random document (see the module docstring), or a whole document that fits."""
@@ -169,6 +242,10 @@ class WindowRows:
             index = rng.randrange(len(self.rows))
             row = self.rows[index]
             if self.fits(index):
+                if self.cut_share and rng.random() < self.cut_share:
+                    cut = self.cut_row(row, rng)
+                    if cut is not None:
+                        return (*cut, (), {}, self.masking)
                 return row.text, row.questions, row.gold, (), {}, self.masking
             groups = self._groups(row)
             block = rng.randrange(len(groups))

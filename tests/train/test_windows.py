@@ -208,3 +208,68 @@ def test_decide_train_reads_long_documents_in_windows_with_evidence(bert, tmp_pa
     )
     bad = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and "row 0: evidence/h0" in bad.output
+
+
+CUT_QUESTIONS = [
+    {"id": "tenant", "text": "Who is the tenant?", "extract": True,
+     "schema": {"type": ["string", "null"]}},
+    {"id": "rent", "text": "What is the monthly rent?", "extract": True,
+     "schema": {"type": ["integer", "null"]}},
+    {"id": "pets", "text": "Are pets allowed?", "absent": "nm",
+     "schema": {"enum": ["yes", "no", "nm"]}},
+    {"id": "smoker", "text": "Does the tenant smoke?", "schema": {"type": "boolean"}},
+]  # fmt: skip
+CUT_TEXT = ("Lease for the flat on Elm Street. The tenant is Ingrid Solberg. The monthly rent is "
+            "1450 dollars. Pets are allowed with a deposit. She does not smoke.")  # fmt: skip
+
+
+def test_a_cut_document_no_longer_states_the_answer_it_teaches_absent(bert, tmp_path) -> None:
+    """With `cut_share`, a document read whole is also drawn with one question's evidence
+    sentences cut out: that answer becomes the absent value, questions with evidence keep their
+    gold only where their evidence is left, extract questions only where their value is still
+    written, and the others are not asked."""
+
+    def span(words: str) -> list[tuple[int, int]]:
+        return [(CUT_TEXT.index(words), CUT_TEXT.index(words) + len(words))]
+
+    gold = {"tenant": "Ingrid Solberg", "rent": 1450, "pets": "yes", "smoker": False}
+    evidence = {"tenant": span("Ingrid Solberg"), "rent": span("1450"),
+                "pets": span("Pets are allowed")}  # fmt: skip
+    row = LongRow("d", CUT_TEXT, CUT_QUESTIONS, gold, evidence)
+    _, config, tokenizer = load_config(bert)
+    rows = WindowRows(config, tokenizer, [row], cut_share=1.0)
+    seen = {}
+    rng = random.Random(0)
+    for _ in range(40):
+        text, questions, taught, *_ = rows.draw(rng)
+        assert [q["id"] for q in questions] == list(taught) and "smoker" not in taught
+        cut = next(qid for qid in ("tenant", "rent", "pets") if taught[qid] in (None, "nm"))
+        seen[cut] = text
+        assert text.startswith("Lease for the flat on Elm Street.") and len(text) < len(CUT_TEXT)
+        assert ("Solberg" in text) == (taught["tenant"] == "Ingrid Solberg")
+        assert ("1450" in text) == (taught["rent"] == 1450)
+        assert ("Pets are allowed" in text) == (taught["pets"] == "yes")
+    assert set(seen) == {"tenant", "rent", "pets"}
+    # A value written outside its evidence is not cut (it would still be stated).
+    twice = LongRow("e", CUT_TEXT + " Signed: Ingrid Solberg.", CUT_QUESTIONS, gold,
+                    {"tenant": span("Ingrid Solberg")})  # fmt: skip
+    assert WindowRows(config, tokenizer, [twice]).cut_row(twice, random.Random(0)) is None
+    # Without cut_share the same draws give the whole document, as before.
+    plain = WindowRows(config, tokenizer, [row]).draw(random.Random(0))
+    assert plain[0] == CUT_TEXT and plain[2] == gold
+    # `decide train --cut-share` needs the evidence that says what to cut.
+    frame = pl.DataFrame({"doc_id": ["a"], "document": [CUT_TEXT], "gold": [json.dumps(gold)]})
+    frame.write_parquet(tmp_path / "lease.parquet")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"questions": CUT_QUESTIONS}))
+    args = ["train", str(tmp_path / "lease.parquet"), "--init", str(bert), "--spec", str(spec),
+            "--steps", "1", "--batch-size", "2", "--no-progress", "--cut-share", "0.5"]  # fmt: skip
+    refused = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "out")])
+    assert refused.exit_code == 2 and "--cut-share needs --evidence-column" in refused.output
+    frame.with_columns(pl.lit(json.dumps(evidence)).alias("evidence")).write_parquet(
+        tmp_path / "lease.parquet"
+    )
+    trained = CliRunner().invoke(
+        main, [*args, "--evidence-column", "evidence", "-o", str(tmp_path / "out")]
+    )
+    assert trained.exit_code == 0, trained.output
