@@ -35,8 +35,7 @@ from decide.schemas.drafts import validator_class
 
 from . import calibration as cal
 from .manifest import Manifest
-from .spec import SpecError, parse_questions
-from .window_plan import absent_value
+from .spec import SpecError, absent_value, parse_questions
 from .windows import same_value
 
 log = logging.getLogger("decide.calibrate")

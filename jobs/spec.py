@@ -42,6 +42,16 @@ class Strict(BaseModel):
 Unit = Literal["days", "weeks", "months", "years", "per_year", "per_month", "per_week"]
 
 
+def absent_value(schema: Any, absent: Any = None) -> tuple[bool, Any]:
+    """(declared, value) of a question with this schema and `absent:` (None when not set): the
+    declared value, else null if the schema admits it."""
+    if absent is not None:
+        return True, absent
+    from decide.schemas.drafts import validator_class
+
+    return (True, None) if validator_class(schema)(schema).is_valid(None) else (False, None)
+
+
 class Question(Strict):
     id: str = Field(pattern=QUESTION_ID)
     text: str = Field(min_length=1)
@@ -82,10 +92,7 @@ class Question(Strict):
         if self.absent_below is not None:
             if self.derive is not None:
                 raise ValueError("absent_below applies to decoded answers, not derived ones")
-            from decide.schemas.drafts import validator_class
-
-            schema = self.schema_
-            if self.absent is None and not validator_class(schema)(schema).is_valid(None):
+            if not absent_value(self.schema_, self.absent)[0]:
                 raise ValueError(
                     "absent_below needs an absent value: declare `absent:` or let the schema "
                     "admit null"
@@ -158,7 +165,7 @@ class Decoding(Strict):
     grow_slots: bool = True
     # An answer decoded with a confidence below this becomes its question's absent value
     # (`absent:`, or null where the schema admits it; questions with neither keep theirs), the
-    # value kept in the `withheld` column (`jobs.withhold`, docs/jobs.md). Off by default.
+    # value kept in the `withheld_json` column (`jobs.withhold`, docs/jobs.md). Off by default.
     absent_below: float | None = Field(None, gt=0.0, le=1.0)
 
     @model_validator(mode="before")

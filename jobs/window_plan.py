@@ -26,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from decide.schemas.drafts import validator_class
-
 from .evidence_ranker import EvidenceRanker
 from .pack import Packer
 from .questions import CompiledQuestion
+from .spec import absent_value
 from .windows import Window, rank, segment
 
 MARGIN = 8  # tokens kept free: a window re-tokenized inside its prompt may take a few more
@@ -45,13 +44,6 @@ class NoRoom(ValueError):
 def absent_of(question: CompiledQuestion) -> tuple[bool, Any]:
     """(declared, value): the question's `absent:` value, else null if its schema admits it."""
     return absent_value(question.schema, question.absent)
-
-
-def absent_value(schema: Any, absent: Any = None) -> tuple[bool, Any]:
-    """(declared, value) of a question with this schema and `absent:` (None when not set)."""
-    if absent is not None:
-        return True, absent
-    return (True, None) if validator_class(schema)(schema).is_valid(None) else (False, None)
 
 
 def with_earlier(text: str, earlier: Mapping[str, Any]) -> str:
