@@ -4,10 +4,12 @@ Contract. Reads OUT_DIR (a finished or partial job's answer parts and manifest) 
 with `doc_id` and a gold column of decision-object JSON text, the format `decide train` reads),
 prints one line per skipped gold row or answer (ids not in the job, failed rows, invalid JSON,
 gold values the question schema refuses) to stderr, then a before/after table of ECE (10
-equal-mass bins), Brier score and accuracy over the matched answers, and writes the calibration
-file (`schemas/calibration.schema.json`). The "after" figures are in-sample (measured on the
-answers the maps were fitted to); measure on held-out rows for an honest figure
-(`benchmarks/calibration.py` does). Exits 2 on usage errors or when no gold answer is usable.
+equal-mass bins), Brier score and accuracy over the matched answers, the `absent_below` each
+question with an absent value would best take (`jobs.calibrate.suggest_absent_below`), and
+writes the calibration file (`schemas/calibration.schema.json`). The "after" figures are
+in-sample (measured on the answers the maps were fitted to); measure on held-out rows for an
+honest figure (`benchmarks/calibration.py` does). Exits 2 on usage errors or when no gold
+answer is usable.
 """
 
 from __future__ import annotations
