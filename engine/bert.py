@@ -16,6 +16,7 @@ from torch import nn
 from .attention import AttentionPlan, attend
 from .cache import KVCache
 from .config import ModelConfig
+from .layers import by_token_chunks
 from .model import WindowedModel
 
 
@@ -49,10 +50,14 @@ class BertLayer(nn.Module):
         )
         attn = plan.to_packed(attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h))
         p = self._owner[0].dropout if self.training else 0.0
-        x = self.attn_norm(x + F.dropout(self.attn_out(attn), p, self.training))
-        return self.output_norm(
-            x + F.dropout(self.output(F.gelu(self.intermediate(x))), p, self.training)
-        )
+
+        def rest(x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:  # position-wise
+            x = self.attn_norm(x + F.dropout(self.attn_out(attn), p, self.training))
+            return self.output_norm(
+                x + F.dropout(self.output(F.gelu(self.intermediate(x))), p, self.training)
+            )
+
+        return by_token_chunks(rest, x, attn)
 
 
 class BertLM(WindowedModel):

@@ -129,9 +129,9 @@ def load_model(
     """Load config, tokenizer, chat template and weights of `model_dir`.
 
     `dtype` "auto" means the dtype the weights are stored in where the device computes it fast
-    (`resolution.resolve_dtype`: fp32 on CPUs without bf16 instructions). `block_size`
-    overrides the block length of block-causal families (else the config's, else the family's
-    documented default).
+    (`resolution.resolve_dtype`: on a CPU, bf16 only where it measures faster than fp32).
+    `block_size` overrides the block length of block-causal families (else the config's, else
+    the family's documented default).
     """
     model_dir = Path(model_dir)
     device = torch.device(device)

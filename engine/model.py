@@ -22,7 +22,7 @@ from torch import nn
 from .attention import AttentionPlan, attend, plan_attention, plan_queries
 from .cache import KVCache
 from .config import ModelConfig
-from .layers import RMSNorm, SwiGLU, apply_partial_rope, rope_cos_sin
+from .layers import RMSNorm, SwiGLU, apply_partial_rope, by_token_chunks, rope_cos_sin
 
 
 class SelfAttention(nn.Module):
@@ -342,7 +342,7 @@ class DiffusionLM(LinearHead, WindowedModel):
         cos, sin = rope_cos_sin(plan.encoded_positions, self.rotary_dim, c.rope_theta, x.dtype)
         for i, layer in enumerate(self.layers):
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
-            x = x + layer.mlp(layer.mlp_norm(x))
+            x = x + by_token_chunks(lambda y, layer=layer: layer.mlp(layer.mlp_norm(y)), x)
         return self.norm(x)
 
 

@@ -10,7 +10,8 @@ the table). First present wins:
   generation_config.json `eos_token_id` (a list: each); config.json `eos_token_id`; the
   tokenizer's `eos_token`, then `sep_token`. All of them are stop ids; the first ends an answer.
 - dtype `auto`: the floating dtype of the weight matrices in the safetensors headers, where the
-  device computes it fast (fp32 on CPUs without bf16 instructions, and for fp16 on CPUs).
+  device computes it fast: on a CPU, bf16 only where a timed bf16 matrix product beats fp32's by
+  `BF16_MARGIN` (having the instructions is not enough), fp16 never.
 - context: the smallest of the config's positions field, the family's documented trained
   context and tokenizer_config.json `model_max_length` (when it is a real number).
 - block size: the override; the family's config fields (`block_size`, `bd_size`, ...); its
@@ -21,6 +22,9 @@ Special tokens themselves resolve in `tokenizer.py`. Nothing here reads weights.
 
 from __future__ import annotations
 
+import functools
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -138,13 +142,74 @@ def end_of_turn(
     return tuple(ids), found[0][1] if found else "none"
 
 
-def _fast_cpu_bf16() -> bool:
+def _cpu_has_bf16() -> bool:
     """bf16 matrix instructions on this CPU (AVX512-BF16 or AMX); Linux only, else False."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
     return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+# bf16 is chosen on a CPU only where its matrix products are at least this much faster than
+# fp32's: near a tie fp32 wins (it is the more exact, and a measurement near the line could
+# otherwise pick either dtype from one run to the next).
+BF16_MARGIN = 1.25
+# What is timed: a product of this many positions through one MLP-sized matrix, the shape of the
+# forwards decoding runs (a step reads ~100 positions, a prefill hundreds per row).
+_PROBE_SHAPE = (256, 768, 3072)
+
+
+@functools.cache
+def cpu_bf16_speedup() -> float:
+    """How many times faster a bf16 matrix product runs than an fp32 one on this CPU, at the
+    torch threads set now (best of several runs each; ~0.1 s, once per process). Having bf16
+    instructions is not enough: on some CPUs with AVX512-BF16 and no AMX, oneDNN's bf16
+    products run at two thirds of fp32's speed (measured 91 against 138 GFLOP/s on an Intel
+    Xeon; docs/benchmarks.md), on others (AMD EPYC with AVX512-BF16, AMX Xeons) faster."""
+    m, k, n = _PROBE_SHAPE
+    best = {}
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        a = torch.randn(m, k, generator=gen).to(dtype)
+        w = torch.randn(n, k, generator=gen).to(dtype)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            torch.nn.functional.linear(a, w)
+            times.append(time.perf_counter() - started)
+        best[dtype] = min(times[1:])  # the first warms up oneDNN's kernel choice
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+# An fp32 copy of 16-bit weights is refused when it would take more than this share of the
+# machine's memory: slow arithmetic in the stored dtype beats running out of memory.
+FP32_MEMORY_SHARE = 0.5
+
+
+def _fp32_too_big(model_dir: Path) -> str | None:
+    """Why the weights of `model_dir` (16-bit) must stay 16-bit on this machine, or None."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no figure, no refusal
+        return None
+    need = 2 * sum(f.stat().st_size for f in weight_files(model_dir))
+    if need <= FP32_MEMORY_SHARE * memory:
+        return None
+    return (
+        f"an fp32 copy would take {need / 2**30:.1f} GiB of this machine's "
+        f"{memory / 2**30:.1f} GiB; pass --dtype float32 to force it"
+    )
+
+
+def _fast_cpu_bf16() -> tuple[bool, str]:
+    """Whether bf16 is the faster compute dtype on this CPU, and why."""
+    if not _cpu_has_bf16():
+        return False, "no bf16 instructions"
+    speedup = cpu_bf16_speedup()
+    if speedup >= BF16_MARGIN:
+        return True, f"bf16 products {speedup:.2f}x as fast as fp32 on this CPU"
+    return False, f"bf16 products only {speedup:.2f}x as fast as fp32 on this CPU"
 
 
 def stored_dtype(model_dir: Path) -> tuple[torch.dtype, str]:
@@ -183,11 +248,17 @@ def resolve_dtype(
         return DTYPES[dtype], "requested"
     stored, where = stored_dtype(model_dir)
     if device.type == "cpu":
-        if stored == torch.bfloat16 and _fast_cpu_bf16():
-            return stored, f"stored ({where}), CPU has bf16 instructions"
-        if stored != torch.float32:
-            return torch.float32, f"fp32: stored {stored} ({where}) is slow on this CPU"
-        return stored, f"stored ({where})"
+        if stored == torch.float32:
+            return stored, f"stored ({where})"
+        too_big = _fp32_too_big(model_dir)
+        if too_big:
+            return stored, f"stored ({where}): {too_big}"
+        if stored == torch.bfloat16:
+            fast, why = _fast_cpu_bf16()
+            if fast:
+                return stored, f"stored ({where}), {why}"
+            return torch.float32, f"fp32: stored {stored} ({where}), {why}"
+        return torch.float32, f"fp32: stored {stored} ({where}) is slow on CPUs"
     if stored == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return torch.float16, f"fp16: stored bf16 ({where}), the GPU has no bf16"
     return stored, f"stored ({where})"

@@ -187,3 +187,17 @@ def test_argument_checks_name_the_values() -> None:
         block_attention(q, k, k, prefix.float())
     with pytest.raises(ValueError, match=r"out\.shape is \(2, 6, 8, 32\)"):
         block_attention(q, k, k, prefix, out=torch.empty(2, 6, 8, 32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cpu_path_matches_reference_and_never_reads_padding(dtype: torch.dtype) -> None:
+    """The CPU path (each row over its valid keys, SDPA without a mask) against the masked
+    reference, GQA included; NaN padding changes nothing, the keyless row is zeros."""
+    args = ROWS["prefix"], [13, 5, 13, 0, 1], 13, 2, 4, 32, dtype, 11
+    q, k, v, prefix, block = make_inputs(*args)
+    got = block_attention(q, k, v, prefix, block, backend="torch", out=poisoned_out(q))
+    want = block_attention_ref(q.float(), k.float(), v.float(), prefix, block, 32**-0.5)
+    assert_valid_close(got, want, v, prefix, block, RTOL[dtype])
+    assert (got[3] == 0).all()
+    q, k, v, prefix, block = make_inputs(*args, pad=math.nan)
+    assert torch.equal(block_attention(q, k, v, prefix, block, backend="torch"), got)
