@@ -31,7 +31,10 @@ sixth session of 2026-12-05), recomputing the whole block at every step (each ru
 compared with that run's); `--max-steps N ...` adds runs at the defaults with
 `decoding.max_steps` N. The floor and the objects the loop writes are those of the defaults. The
 floor is one batched forward per document over its prompt and every block's skeleton in the
-default layout: what reading the document once costs either decoder.
+default layout: what reading the document once costs either decoder. Every forward of either
+decoder computes the last layer only where a state is read (`WindowedModel.forward`'s `outputs`:
+the answer positions for decide and the floor, the last prompt position for the autoregressive
+prefill); keys and values everywhere.
 Per document: forward passes it took part in, and wall time per document (batch wall time /
 documents).
 
@@ -168,7 +171,9 @@ def ar_decode(
     ids = torch.zeros((b, int(lens.max())), dtype=torch.long)
     for i, p in enumerate(prompts):
         ids[i, : len(p)] = torch.tensor(p)
-    hidden = model(ids, cache, window_lens=lens, commit=lens)  # [B, L, H]
+    # the last layer only where a state is read, as decide's forwards (`outputs`)
+    reads = [[len(p) - 1] for p in prompts]
+    hidden = model(ids, cache, window_lens=lens, commit=lens, outputs=reads)  # [B, L, H]
     state = hidden[torch.arange(b), lens - 1]  # [B, H]: predicts each row's first answer token
     guides = [oc.Guide(index) for index in indexes]
     bitmask = torch.zeros((b, width), dtype=torch.int32)
@@ -311,17 +316,19 @@ def prefill_floor(loaded: LoadedModel, packed: list, batch: int) -> float:
     """Seconds of one forward per document over its prompt and every block's skeleton (answer
     positions masked), batched: what reading the document once costs either decoder."""
     mask = loaded.config.mask_token_id
-    seqs = []
+    seqs, reads = [], []
     for p in packed:
-        seq = list(p.request.prompt)
+        seq, read = list(p.request.prompt), []
         for block in p.request.blocks:
             tokens = list(block.tokens)
             for slot in block.slots:
                 tokens[slot.start : slot.start + slot.constraint.length] = [mask] * (
                     slot.constraint.length
                 )
+                read += range(len(seq) + slot.start, len(seq) + slot.start + slot.constraint.length)
             seq += tokens
         seqs.append(seq)
+        reads.append(read)
     started = time.perf_counter()
     for start in range(0, len(seqs), batch):
         chunk = seqs[start : start + batch]
@@ -331,7 +338,8 @@ def prefill_floor(loaded: LoadedModel, packed: list, batch: int) -> float:
             ids[i, : len(s)] = torch.tensor(s)
         lens = torch.tensor([len(s) for s in chunk])
         cache = loaded.model.new_cache(len(chunk), width)
-        loaded.model(ids.to(loaded.model.device), cache, window_lens=lens)
+        loaded.model(ids.to(loaded.model.device), cache, window_lens=lens,
+                     outputs=reads[start : start + batch])  # fmt: skip
     return time.perf_counter() - started
 
 

@@ -17,7 +17,7 @@ from .attention import AttentionPlan, attend
 from .cache import KVCache
 from .config import ModelConfig
 from .layers import by_token_chunks
-from .model import WindowedModel
+from .model import Outputs, WindowedModel
 
 
 class BertLayer(nn.Module):
@@ -36,19 +36,33 @@ class BertLayer(nn.Module):
         self.output_norm = nn.LayerNorm(h, eps=c.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None, layer: int, plan: AttentionPlan
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None,
+        layer: int,
+        plan: AttentionPlan,
+        outputs: Outputs | None = None,
     ) -> torch.Tensor:
         # `x` is in the token layout (packed or not), attention in the padded one (`plan`).
+        # `outputs`: keys and values of every position, the rest (and the result `[B, Q, H]`)
+        # only at `outputs.offsets`.
         b, lw = plan.positions.shape
         h = x.shape[-1]
-        q, k, v = (
+        k, v = (
             plan.to_rows(proj(x)).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
-            for proj in (self.query, self.key, self.value)
+            for proj in (self.key, self.value)
         )
+        if outputs is not None:
+            x, lw, att_plan = outputs.pick(x), outputs.offsets.shape[1], outputs.plan
+            q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
+        else:
+            q = plan.to_rows(self.query(x)).view(b, lw, self.num_heads, self.head_dim)
+            q, att_plan = q.transpose(1, 2), plan
         keys, values = (
             (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
         )
-        attn = plan.to_packed(attend(q, keys, values, plan).transpose(1, 2).reshape(b, lw, h))
+        out = attend(q, keys, values, att_plan).transpose(1, 2).reshape(b, lw, h)
+        attn = out if outputs is not None else plan.to_packed(out)
         p = self._owner[0].dropout if self.training else 0.0
 
         def rest(x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:  # position-wise
@@ -63,6 +77,8 @@ class BertLayer(nn.Module):
 class BertLM(WindowedModel):
     """`dropout` (hidden dropout, as BERT's `hidden_dropout_prob`) acts in training mode only;
     the trainer sets it, inference never sees it."""
+
+    supports_outputs = True
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -79,14 +95,21 @@ class BertLM(WindowedModel):
         self.head_bias = nn.Parameter(torch.zeros(config.embedding_size))
 
     def _trunk(
-        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
+        self,
+        input_ids: torch.Tensor,
+        plan: AttentionPlan,
+        cache: KVCache | None,
+        outputs: Outputs | None = None,
     ) -> torch.Tensor:
         # Padding lanes of a row that ends at the last position lie past the position table;
         # nothing attends to them, so any in-range position does.
         positions = plan.token_positions.clamp(max=self.positions.num_embeddings - 1)
         x = self.embed(input_ids) + self.positions(positions) + self.token_types.weight[0]
         x = F.dropout(self.embed_norm(x), self.dropout if self.training else 0.0, self.training)
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
+            if i == last and outputs is not None:
+                return outputs.place(layer(x, cache, i, plan, outputs), plan.positions.shape[1])
             x = layer(x, cache, i, plan)
         return x
 

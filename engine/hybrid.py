@@ -22,6 +22,7 @@ the grouped kernel; `state_dict` presents and `load_state_dict` accepts them per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -213,8 +214,10 @@ class HybridLM(LinearHead, WindowedModel):
         window_lens: torch.Tensor | None = None,
         commit: torch.Tensor | int | None = None,
         position_shift: torch.Tensor | None = None,
+        outputs: Sequence[Sequence[int]] | None = None,
     ) -> torch.Tensor:
-        """`WindowedModel.forward`; the GDN layers need the commit counts before they run."""
+        """`WindowedModel.forward`; the GDN layers need the commit counts before they run.
+        `outputs` is accepted and not used: every position's state is computed."""
         if cache is not None and input_ids.dim() == 2:
             b = input_ids.shape[0]
             counts = torch.as_tensor(0 if commit is None else commit, dtype=torch.long)

@@ -13,7 +13,8 @@ materialise `[B, L, V]`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -55,13 +56,35 @@ class SelfAttention(nn.Module):
         cache: KVCache | None,
         layer: int,
         plan: AttentionPlan,
+        outputs: Outputs | None = None,
     ) -> torch.Tensor:
         # `x` is in the token layout (packed or not), attention in the padded one (`plan`).
+        # `outputs`: keys and values of every position, queries (and the result `[B, Q, H]`)
+        # only at `outputs.offsets`.
         b, lw = plan.positions.shape
         if self.qkv_proj is not None:
             q, k, v = plan.to_rows(self.qkv_proj(x)).split(self.sizes, dim=-1)
+            if outputs is not None:
+                q = outputs.pick(q)
         else:
-            q, k, v = (plan.to_rows(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
+            k, v = (plan.to_rows(p(x)) for p in (self.k_proj, self.v_proj))
+            q = self.q_proj(x if outputs is None else outputs.pick(x))
+            q = q if outputs is not None else plan.to_rows(q)
+        if outputs is not None:
+            lq = outputs.offsets.shape[1]
+            q = q.reshape(b, lq, self.num_heads, self.head_dim)
+            k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
+            v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
+            if self.q_norm is not None and self.k_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
+            q = apply_partial_rope(
+                q.transpose(1, 2), outputs.pick(cos), outputs.pick(sin), self.rotary_dim
+            )
+            k = apply_partial_rope(k.transpose(1, 2), cos, sin, self.rotary_dim)
+            assert cache is not None
+            keys, values = cache.write(layer, k, v.transpose(1, 2), plan.span, plan.positions)
+            out = attend(q, keys, values, outputs.plan)  # [B, Hq, Q, D]
+            return self.o_proj(out.transpose(1, 2).reshape(b, lq, -1))
         q = q.reshape(b, lw, self.num_heads, self.head_dim)
         k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
         v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
@@ -95,6 +118,9 @@ class WindowedModel(nn.Module):
     # Whether `forward_queries` may run a window's positions apart from each other (not for a
     # trunk whose layers carry state along the sequence, as Gated DeltaNet's do).
     supports_queries: bool = True
+    # Whether `_trunk` takes `outputs` (its last layer then runs queries, attention output and
+    # MLP only at the positions whose states are read; keys and values everywhere).
+    supports_outputs: bool = False
 
     @property
     def dtype(self) -> torch.dtype:
@@ -210,22 +236,59 @@ class WindowedModel(nn.Module):
         window_lens: torch.Tensor | None = None,
         commit: torch.Tensor | int | None = None,
         position_shift: torch.Tensor | None = None,
+        outputs: Sequence[Sequence[int]] | None = None,
     ) -> torch.Tensor:
         """Run a window `input_ids` `[B, Lw]` over `cache`; return aligned hidden states
         `[B, Lw, H]`. `window_lens` `[B]` marks right padding (default: all `Lw`); `commit` (per
         row or one int, default 0) makes that many leading window tokens part of the prefix.
         Without a cache the window is each row's whole sequence (training, exact recompute).
         `position_shift` `[B, Lw]` (default none) is added to the positions the model encodes,
-        not to those that index the cache (`AttentionPlan.encoded`)."""
+        not to those that index the cache (`AttentionPlan.encoded`). `outputs` (with a cache):
+        per row, the window offsets whose aligned states the caller reads; the others come back
+        as anything (zeros where the last layer skipped them), while the cache gets every
+        position's keys and values exactly as without it: the last layer's queries, attention
+        output and MLP then run at those positions only."""
         c = self.config
         window_lens, counts, prefix = self._check(input_ids, cache, window_lens, commit)
         block = c.block_size if c.attention == "block_causal" else None
-        plan = plan_attention(prefix, window_lens, input_ids.shape[1], block)
+        lw = input_ids.shape[1]
+        plan = plan_attention(prefix, window_lens, lw, block)
         if position_shift is not None:
             plan = replace(plan, encoded=plan.positions + position_shift.to(plan.positions))
         if cache is not None:
             cache.reserve(plan.span)
-        return self._align(self._trunk(input_ids, plan, cache), cache, counts)
+        subset = None
+        if outputs is not None and cache is not None and self.supports_outputs:
+            subset = self._outputs(outputs, counts, prefix, window_lens, lw, block)
+        if subset is None:
+            return self._align(self._trunk(input_ids, plan, cache), cache, counts)
+        return self._align(self._trunk(input_ids, plan, cache, subset), cache, counts)
+
+    def _outputs(
+        self,
+        outputs: Sequence[Sequence[int]],
+        counts: torch.Tensor,
+        prefix: torch.Tensor,
+        window_lens: torch.Tensor,
+        lw: int,
+        block: int | None,
+    ) -> Outputs | None:
+        """The last layer's query positions for aligned `outputs` (see `forward`), or None when
+        they would not save work."""
+        shift = self.config.logits_shift
+        rows = []
+        for row, wanted in enumerate(outputs):
+            need = {o - 1 for o in wanted if o >= 1} if shift else set(wanted)
+            if shift and int(counts[row]):
+                need.add(int(counts[row]) - 1)  # `KVCache.commit` records that state
+            need = {o for o in need if 0 <= o < int(window_lens[row])}
+            rows.append(sorted(need) or [0])
+        width = max(len(r) for r in rows)
+        if width * 2 > lw:  # most positions read anyway: not worth the gathers
+            return None
+        offsets = torch.tensor([r + [r[0]] * (width - len(r)) for r in rows],
+                               dtype=torch.long, device=prefix.device)  # fmt: skip
+        return Outputs(offsets, plan_queries(prefix, window_lens, lw, offsets, block))
 
     def forward_queries(
         self,
@@ -274,6 +337,25 @@ class WindowedModel(nn.Module):
         return self._align(place_rows(hidden, offsets, lw), cache, counts)
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """The positions a forward's last layer computes states for: window offsets `[B, Q]` (a
+    row's list padded by repeating its first) and the plan of their queries over the window's
+    keys (`plan_queries`)."""
+
+    offsets: torch.Tensor
+    plan: AttentionPlan
+
+    def pick(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` `[B, Lw, ...]` at the offsets: `[B, Q, ...]`."""
+        index = self.offsets.view(*self.offsets.shape, *([1] * (x.dim() - 2)))
+        return x.gather(1, index.expand(-1, -1, *x.shape[2:]))
+
+    def place(self, x: torch.Tensor, width: int) -> torch.Tensor:
+        """States `[B, Q, H]` at the offsets in zeros `[B, width, H]`."""
+        return place_rows(x, self.offsets, width)
+
+
 def packing(rows: list[list[int]], width: int, device: torch.device) -> dict[str, torch.Tensor]:
     """`AttentionPlan.packed` and `.spread` for rows of `len(rows[b])` real queries each, padded
     to `width` by repeating their first."""
@@ -313,6 +395,8 @@ class LinearHead:
 class DiffusionLM(LinearHead, WindowedModel):
     """The LLaMA-style decoder of llada, Dream, sdar and Fast_dLLM_Qwen."""
 
+    supports_outputs = True
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -335,12 +419,22 @@ class DiffusionLM(LinearHead, WindowedModel):
         return self.config.head_dim
 
     def _trunk(
-        self, input_ids: torch.Tensor, plan: AttentionPlan, cache: KVCache | None
+        self,
+        input_ids: torch.Tensor,
+        plan: AttentionPlan,
+        cache: KVCache | None,
+        outputs: Outputs | None = None,
     ) -> torch.Tensor:
         c = self.config
         x = self.embed(input_ids)  # [B, Lw, H]
         cos, sin = rope_cos_sin(plan.encoded_positions, self.rotary_dim, c.rope_theta, x.dtype)
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
+            if i == last and outputs is not None:
+                x = outputs.pick(x) + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan,
+                                                 outputs)  # fmt: skip
+                x = x + by_token_chunks(lambda y, layer=layer: layer.mlp(layer.mlp_norm(y)), x)
+                return outputs.place(self.norm(x), plan.positions.shape[1])
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
             x = x + by_token_chunks(lambda y, layer=layer: layer.mlp(layer.mlp_norm(y)), x)
         return self.norm(x)

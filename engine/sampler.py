@@ -355,9 +355,16 @@ class Sampler:
                 ids.to(device), cache, lens, queries, commits, position_shift=shift
             )
         else:
+            # Only the open positions' states are read below: the last layer runs just those
+            # (`WindowedModel.forward`'s `outputs`; exact).
+            reads = [
+                [p - start for p in row.unit_masked() if start <= p < end]
+                for row, (start, end, _) in zip(rows, windows, strict=True)
+            ]
             hidden = self.model(
-                ids.to(device), cache, window_lens=lens, commit=commits, position_shift=shift
-            )
+                ids.to(device), cache, window_lens=lens, commit=commits, position_shift=shift,
+                outputs=reads if cache is not None else None,
+            )  # fmt: skip
         for i, (row, (_, end, commit), n) in enumerate(zip(rows, windows, computed, strict=True)):
             row.cached = (0 if prefill and self.block_size is None else row.cached) + commit
             row.stats.nfe += 1

@@ -98,3 +98,50 @@ def test_the_hybrid_refuses_a_partial_window(tiny_checkpoint) -> None:
     cache = model.new_cache(1, 32)
     with pytest.raises(ValueError, match="cannot be recomputed in part"):
         model.forward_queries(torch.zeros(1, 4, dtype=torch.long), cache, torch.tensor([4]), [[0]])
+
+
+@pytest.mark.parametrize("commits", [False, True])
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_a_forward_computing_only_the_states_read_equals_forward(
+    model_type, tiny_checkpoint, commits: bool
+) -> None:
+    """`forward(outputs=...)`: the states at the offsets read (aligned, so one earlier for the
+    shifted families), the keys and values of every position and the recorded last state of a
+    commit are those of a full forward; a further forward over the cache agrees too."""
+    model, prompt, window, other = _setup(tiny_checkpoint, model_type)
+    width = window.shape[1]
+    # committing: whole windows (a block-causal prefix must stay whole model blocks)
+    lens = torch.tensor([width, width if commits else width - 1])
+    commit = width if commits else 0
+    # (a shifted family also computes the state a commit records: fewer reads, so that the
+    # last layer still skips most positions of the 4-token block-causal windows)
+    reads = [[width - 1], [width // 2]] if commits else [[1, width - 1], [width // 2]]
+    assert model.supports_outputs
+    with torch.inference_mode():
+        full_cache, part_cache = _cache(model, prompt), _cache(model, prompt)
+        full = model(window, full_cache, window_lens=lens, commit=commit)
+        calls = []
+        trunk = model._trunk
+
+        def spy(ids, plan, cache, *outputs):
+            calls.append(outputs)
+            return trunk(ids, plan, cache, *outputs)
+
+        model._trunk = spy
+        part = model(window, part_cache, window_lens=lens, commit=commit, outputs=reads)
+        del model._trunk
+        assert calls and calls[0], "the last layer was not told which states are read"
+        for row, offsets in enumerate(reads):
+            torch.testing.assert_close(part[row, offsets], full[row, offsets], rtol=1e-5, atol=1e-5)
+        for layer in range(model.config.num_layers):
+            span = prompt.shape[1] + width
+            torch.testing.assert_close(part_cache.k[layer][:, :, :span],
+                                       full_cache.k[layer][:, :, :span])  # fmt: skip
+            torch.testing.assert_close(part_cache.v[layer][:, :, :span],
+                                       full_cache.v[layer][:, :, :span])  # fmt: skip
+        assert torch.equal(part_cache.lengths, full_cache.lengths)
+        if model.config.logits_shift and commit:
+            torch.testing.assert_close(part_cache.last_hidden, full_cache.last_hidden)
+        # the next forward reads those caches
+        after = [model(other, c, window_lens=lens) for c in (full_cache, part_cache)]
+        torch.testing.assert_close(after[1], after[0], rtol=1e-5, atol=1e-5)

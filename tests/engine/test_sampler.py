@@ -394,9 +394,9 @@ def test_tokens_after_a_short_slot_keep_their_whole_layout_positions(
     seen = []
     trunk = type(loaded.model)._trunk
 
-    def spy(self, input_ids, plan, cache):
+    def spy(self, input_ids, plan, cache, *outputs):
         seen.append((plan.positions.clone(), plan.encoded_positions.clone()))
-        return trunk(self, input_ids, plan, cache)
+        return trunk(self, input_ids, plan, cache, *outputs)
 
     monkeypatch.setattr(type(loaded.model), "_trunk", spy)
     request = _growing_requests(1, fills=False)[0]
@@ -587,3 +587,21 @@ def _same_answers_either_head(model_dir, finite: bool, options: dict) -> dict:
                 assert a.tokens == b.tokens
                 assert abs(a.confidence - b.confidence) <= 1e-6
     return restricted
+
+
+@pytest.mark.parametrize("model_type", ["bert", "llada", "Dream", "sdar"])
+def test_the_last_layer_on_open_positions_only_decides_the_same(
+    model_type, tiny_checkpoint, monkeypatch
+) -> None:
+    """The sampler's forwards compute the last layer only where a state is read (`outputs`):
+    the same tokens and confidences as computing every position (`supports_outputs` off)."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    # fresh requests for each run: decoding commits into their slots' constraints
+    with_outputs = _decode(model_dir, _requests(7, 6, finite=False), max_steps=4, batch_size=4)
+    monkeypatch.setattr(type(load_model(model_dir).model), "supports_outputs", False)
+    without = _decode(model_dir, _requests(7, 6, finite=False), max_steps=4, batch_size=4)
+    for key, result in without.items():
+        assert with_outputs[key].blocks == result.blocks, key
+        got = [s.confidence for block in with_outputs[key].slots for s in block]
+        want = [s.confidence for block in result.slots for s in block]
+        assert got == pytest.approx(want, rel=1e-4), key
