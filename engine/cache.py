@@ -32,8 +32,11 @@ class KVCache:
         capacity: int,
         dtype: torch.dtype,
         device: torch.device | str,
+        limit: int | None = None,
     ) -> None:
         shape = (batch_size, num_kv_heads, max(capacity, 1), head_dim)
+        # The most positions a row can hold (the model's): growing by doubling stops there.
+        self.limit = limit
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
@@ -50,7 +53,7 @@ class KVCache:
         return self.k[0].shape[2] if self.k else 0
 
     def reserve(self, needed: int) -> None:
-        """Grow every layer's buffers to hold at least `needed` positions (doubling)."""
+        """Grow every layer's buffers to hold at least `needed` positions (see below)."""
         if needed <= self.capacity:
             return
         if self.is_view:  # new buffers would no longer be the viewed cache's: writes would be lost
@@ -58,7 +61,11 @@ class KVCache:
                 f"a cache view cannot grow ({self.capacity} → {needed} positions): reserve on the "
                 "cache it views first"
             )
-        new_cap = max(needed, 2 * self.capacity)
+        # A quarter more than needed, at least double: the rows that come next rarely make it
+        # grow again (each growth copies every layer's buffers); never past the model's positions.
+        new_cap = max(needed + needed // 4, 2 * self.capacity)
+        if self.limit is not None:
+            new_cap = max(needed, min(new_cap, self.limit))
         for buffers in (self.k, self.v):
             for i, old in enumerate(buffers):
                 grown = old.new_empty(*old.shape[:2], new_cap, old.shape[3])
@@ -115,6 +122,7 @@ class KVCache:
         out.last_hidden = self.last_hidden.index_select(0, rows)
         out.has_last = self.has_last.index_select(0, rows)
         out.is_view = False
+        out.limit = self.limit
         return out
 
     def view(self, rows: int, start: int = 0) -> KVCache:
@@ -128,6 +136,7 @@ class KVCache:
         out.last_hidden = self.last_hidden[start:end]
         out.has_last = self.has_last[start:end]
         out.is_view = True
+        out.limit = self.limit
         return out
 
     def clear(self) -> None:

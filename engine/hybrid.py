@@ -205,6 +205,7 @@ class HybridLM(LinearHead, WindowedModel):
             state_shape=(s.linear_num_value_heads, s.linear_key_head_dim, s.linear_value_head_dim),
             dtype=self.dtype,
             device=self.device,
+            limit=c.max_position_embeddings,
         )
 
     def forward(  # type: ignore[override]

@@ -50,6 +50,7 @@ class HybridCache:
         state_shape: tuple[int, int, int],  # (Hv, Dk, Dv)
         dtype: torch.dtype,
         device: torch.device | str,
+        limit: int | None = None,
     ) -> HybridCache:
         kv = KVCache(
             num_layers=num_attention_layers,
@@ -60,6 +61,7 @@ class HybridCache:
             capacity=capacity,
             dtype=dtype,
             device=device,
+            limit=limit,
         )
         conv_shape = (batch_size, conv_dim, conv_kernel - 1)
         conv = [torch.zeros(conv_shape, dtype=dtype, device=device) for _ in range(num_gdn_layers)]

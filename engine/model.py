@@ -141,6 +141,7 @@ class WindowedModel(nn.Module):
             capacity=capacity,
             dtype=self.dtype,
             device=self.device,
+            limit=c.max_position_embeddings,
         )
 
     def _trunk(

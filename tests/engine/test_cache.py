@@ -72,5 +72,23 @@ def test_a_view_cannot_grow_and_clear_empties_only_its_rows() -> None:
     view.clear()
     assert cache.lengths.tolist() == [3, 0, 0, 6]
     assert cache.has_last.tolist() == [True, False, False, True]
-    cache.reserve(20)  # the cache itself grows
-    assert cache.capacity == 20
+    cache.reserve(20)  # the cache itself grows (a quarter more than needed)
+    assert cache.capacity == 25
+
+
+def test_growth_stops_at_the_model_positions(tiny_checkpoint) -> None:
+    from decide.engine import load_model
+
+    model = load_model(tiny_checkpoint("llada")).model
+    limit = model.config.max_position_embeddings
+    cache = model.new_cache(2, capacity=limit // 2 + 10)
+    cache.reserve(limit // 2 + 11)  # doubling would pass the model's positions
+    assert cache.capacity == limit
+    view = cache.view(1)
+    assert view.limit == limit and cache.select(torch.tensor([1])).limit == limit
+    free = KVCache(num_layers=1, batch_size=1, num_kv_heads=1, head_dim=2, hidden_size=2,
+                   capacity=10, dtype=torch.float32, device="cpu")  # fmt: skip
+    free.reserve(11)
+    assert free.capacity == 20  # no limit: doubling
+    free.reserve(100)
+    assert free.capacity == 125  # or a quarter more than needed
