@@ -53,7 +53,8 @@ class BertLayer(nn.Module):
             for proj in (self.key, self.value)
         )
         if outputs is not None:
-            x, lw, att_plan = outputs.pick(x), outputs.offsets.shape[1], outputs.plan
+            x, lw = outputs.pick(plan.to_rows(x)), outputs.offsets.shape[1]
+            att_plan = outputs.plan
             q = self.query(x).view(b, lw, self.num_heads, self.head_dim).transpose(1, 2)
         else:
             q = plan.to_rows(self.query(x)).view(b, lw, self.num_heads, self.head_dim)

@@ -68,7 +68,7 @@ class SelfAttention(nn.Module):
                 q = outputs.pick(q)
         else:
             k, v = (plan.to_rows(p(x)) for p in (self.k_proj, self.v_proj))
-            q = self.q_proj(x if outputs is None else outputs.pick(x))
+            q = self.q_proj(x if outputs is None else outputs.pick(plan.to_rows(x)))
             q = q if outputs is not None else plan.to_rows(q)
         if outputs is not None:
             lq = outputs.offsets.shape[1]
@@ -299,13 +299,16 @@ class WindowedModel(nn.Module):
         queries: list[list[int]],
         commit: torch.Tensor | int | None = None,
         position_shift: torch.Tensor | None = None,
+        outputs: Sequence[Sequence[int]] | None = None,
     ) -> torch.Tensor:
         """`forward`, recomputing only the window offsets `queries[b]` of each row: their keys
         and values are rewritten in the cache, and every other window position's are read from
         it as an earlier forward of the same window left them. Equal to `forward` when every
         offset is queried; approximate otherwise (the caller queries the positions whose tokens
         changed since, and those whose states it needs). A row that commits must query all of
-        its window. Returns aligned states `[B, Lw, H]`, zeros where nothing was computed."""
+        its window. Returns aligned states `[B, Lw, H]`, zeros where nothing was computed.
+        `outputs` as for `forward`, offsets among the queries: the last layer computes only
+        those (keys and values of every query)."""
         c = self.config
         if not self.supports_queries:
             raise ValueError(f"{c.model_type}: a window cannot be recomputed in part")
@@ -327,6 +330,9 @@ class WindowedModel(nn.Module):
             shift = position_shift.to(offsets).gather(1, offsets)
             plan = replace(plan, encoded=plan.positions + shift)
         ids = input_ids.gather(1, offsets)
+        subset = None
+        if outputs is not None and self.supports_outputs:
+            subset = self._read_queries(outputs, rows, counts, window_lens, plan)
         if sum(len(q) for q in rows) < len(rows) * width:  # unequal counts: run packed
             plan = replace(plan, **packing(rows, width, offsets.device))
             if plan.mask is None and offsets.device.type == "cpu":  # attention row by row
@@ -334,8 +340,51 @@ class WindowedModel(nn.Module):
                 plan = replace(plan, ragged=tuple(zip(map(len, rows), keys, strict=True)))
             ids = plan.to_packed(ids)
         cache.reserve(plan.span)
-        hidden = plan.to_rows(self._trunk(ids, plan, cache))  # [B, Q, H]
+        if subset is None:
+            hidden = plan.to_rows(self._trunk(ids, plan, cache))  # [B, Q, H]
+        else:  # the last layer's states come back in the rows layout
+            hidden = self._trunk(ids, plan, cache, subset)
+            # a row's padding repeats its first query and is placed at its offset too: carry
+            # that query's state there (the last layer left the padding's zeros)
+            for row, q in enumerate(rows):
+                if len(q) < width:
+                    hidden[row, len(q) :] = hidden[row, 0]
         return self._align(place_rows(hidden, offsets, lw), cache, counts)
+
+    def _read_queries(
+        self,
+        outputs: Sequence[Sequence[int]],
+        rows: list[list[int]],
+        counts: torch.Tensor,
+        window_lens: torch.Tensor,
+        plan: AttentionPlan,
+    ) -> Outputs | None:
+        """`_outputs` for `forward_queries`: which of each row's queries (`rows[b]`, sorted
+        window offsets) the last layer computes, as indices into the rows layout `[B, Q]`."""
+        shift = self.config.logits_shift
+        picks = []
+        for row, wanted in enumerate(outputs):
+            need = {o - 1 for o in wanted if o >= 1} if shift else set(wanted)
+            if shift and int(counts[row]):
+                need.add(int(counts[row]) - 1)
+            where = {o: i for i, o in enumerate(rows[row])}
+            missing = [o for o in need if 0 <= o < int(window_lens[row]) and o not in where]
+            if missing:
+                raise ValueError(f"outputs of row {row} must be among its queries, got {missing}")
+            picks.append(sorted(where[o] for o in need if o in where) or [0])
+        width = max(len(p) for p in picks)
+        if width * 2 > plan.positions.shape[1]:  # most queries read anyway
+            return None
+        index = torch.tensor([p + [p[0]] * (width - len(p)) for p in picks],
+                             dtype=torch.long, device=plan.positions.device)  # fmt: skip
+        mask = (
+            None
+            if plan.mask is None
+            else plan.mask.gather(2, index[:, None, :, None].expand(-1, 1, -1, plan.mask.shape[-1]))
+        )
+        read_plan = replace(plan, positions=plan.positions.gather(1, index), mask=mask,
+                            encoded=None, packed=None, spread=None, ragged=None)  # fmt: skip
+        return Outputs(index, read_plan)
 
 
 @dataclass(frozen=True)
@@ -432,7 +481,7 @@ class DiffusionLM(LinearHead, WindowedModel):
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             if i == last and outputs is not None:
-                x = outputs.pick(x) + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan,
+                x = outputs.pick(plan.to_rows(x)) + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan,
                                                  outputs)  # fmt: skip
                 x = x + by_token_chunks(lambda y, layer=layer: layer.mlp(layer.mlp_norm(y)), x)
                 return outputs.place(self.norm(x), plan.positions.shape[1])

@@ -348,19 +348,19 @@ class Sampler:
         device = self.model.device
         shift = self._shifts(rows, [(start, end) for start, end, _ in windows], width)
         computed = [end - start for start, end, _ in windows]
+        # Only the open positions' states are read below: the last layer runs just those
+        # (`outputs` of `WindowedModel.forward` and `forward_queries`; exact).
+        reads = [
+            [p - start for p in row.unit_masked() if start <= p < end]
+            for row, (start, end, _) in zip(rows, windows, strict=True)
+        ]
         if self.partial and not prefill and cache is not None:
             queries = [self._queries(row, w) for row, w in zip(rows, windows, strict=True)]
             computed = [len(q) for q in queries]
             hidden = self.model.forward_queries(
-                ids.to(device), cache, lens, queries, commits, position_shift=shift
+                ids.to(device), cache, lens, queries, commits, position_shift=shift, outputs=reads
             )
         else:
-            # Only the open positions' states are read below: the last layer runs just those
-            # (`WindowedModel.forward`'s `outputs`; exact).
-            reads = [
-                [p - start for p in row.unit_masked() if start <= p < end]
-                for row, (start, end, _) in zip(rows, windows, strict=True)
-            ]
             hidden = self.model(
                 ids.to(device), cache, window_lens=lens, commit=commits, position_shift=shift,
                 outputs=reads if cache is not None else None,

@@ -145,3 +145,32 @@ def test_a_forward_computing_only_the_states_read_equals_forward(
         # the next forward reads those caches
         after = [model(other, c, window_lens=lens) for c in (full_cache, part_cache)]
         torch.testing.assert_close(after[1], after[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_queries_computing_only_the_states_read_equal_all_queries(
+    model_type, tiny_checkpoint
+) -> None:
+    """`forward_queries(outputs=...)` on rows of unequal query counts (packed): the states read
+    and the keys and values written equal those of the same queries without `outputs`; a row
+    whose read state is its first query and that has fewer queries than the others included
+    (its padding repeats that query)."""
+    model, prompt, window, _ = _setup(tiny_checkpoint, model_type)
+    width = window.shape[1]
+    lens = torch.full((2,), width)
+    queries = [list(range(width)), [1, 2]]
+    shift = 1 if model.config.logits_shift else 0
+    reads = [[width - 1], [1 + shift]]  # the second row reads its first query's state
+    results = []
+    with torch.inference_mode():
+        for outputs in (None, reads):
+            cache = _cache(model, prompt)
+            model(window, cache, window_lens=lens)  # the window's keys, as a step finds them
+            got = model.forward_queries(window, cache, lens, queries, outputs=outputs)
+            results.append((got, cache))
+    (full, full_cache), (part, part_cache) = results
+    for row, offsets in enumerate(reads):
+        torch.testing.assert_close(part[row, offsets], full[row, offsets], rtol=1e-5, atol=1e-5)
+    for layer in range(model.config.num_layers):
+        torch.testing.assert_close(part_cache.k[layer], full_cache.k[layer])
+        torch.testing.assert_close(part_cache.v[layer], full_cache.v[layer])
