@@ -481,8 +481,8 @@ class DiffusionLM(LinearHead, WindowedModel):
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             if i == last and outputs is not None:
-                x = outputs.pick(plan.to_rows(x)) + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan,
-                                                 outputs)  # fmt: skip
+                attn = layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan, outputs)
+                x = outputs.pick(plan.to_rows(x)) + attn
                 x = x + by_token_chunks(lambda y, layer=layer: layer.mlp(layer.mlp_norm(y)), x)
                 return outputs.place(self.norm(x), plan.positions.shape[1])
             x = x + layer.attn(layer.attn_norm(x), cos, sin, cache, i, plan)
