@@ -41,6 +41,7 @@ documents).
     python benchmarks/autoregressive.py
     python benchmarks/autoregressive.py --docs 4 --batch-sizes 4 --models llada
     python benchmarks/autoregressive.py --models bundled --max-steps 2
+    python benchmarks/autoregressive.py --repeats 3   # each figure the fastest of 3 rounds
 """
 
 from __future__ import annotations
@@ -254,38 +255,45 @@ def compare(name: str, loaded: LoadedModel, args: argparse.Namespace, rows: list
                     ("decide, no step cap (max_steps null)", True, None, True),
                     (DEFAULTS, True, cap, True)]  # fmt: skip
         variants += [(f"decide, max_steps {n}", True, n, True) for n in args.max_steps]
-        for variant, in_block, max_steps, grow in variants:
-            common.set_decoding(
-                eng, batch_size=batch, in_block_cache=in_block, max_steps=max_steps, grow_slots=grow
-            )
-            started = time.perf_counter()
-            decided = {d.doc_id: d for d in eng.decide(items)}
-            timings[variant] = (time.perf_counter() - started, decided)
-        # the autoregressive loop writes the objects decide writes at its defaults
-        decisions = timings[DEFAULTS][1]
-        good = [i for i in range(len(docs)) if decisions[i].ok]
-        order = sorted(good, key=lambda i: len(prompts[i]))
-        targets = {i: loaded.tokenizer.encode(decisions[i].answers_json or "") for i in good}
         ar: dict[str, tuple[float, list[int], int]] = {}  # dtype -> ms/doc, forwards, refused
-        with torch.inference_mode():
-            for label, model in twins.items():
-                first = order[0]  # warm-up (untimed): a few tokens of one document
-                ar_decode(model, [prompts[first]], [targets[first][:4]], [indexes[first]], width)
-                forwards, refused = [], 0
+        floor_s = float("inf")
+        # `--repeats` rounds of every measurement, interleaved; each keeps its fastest round
+        for _ in range(args.repeats):
+            for variant, in_block, max_steps, grow in variants:
+                common.set_decoding(eng, batch_size=batch, in_block_cache=in_block,
+                                    max_steps=max_steps, grow_slots=grow)  # fmt: skip
                 started = time.perf_counter()
-                for start in range(0, len(order), batch):
-                    chunk = order[start : start + batch]
-                    f, r = ar_decode(
-                        model,
-                        [prompts[i] for i in chunk],
-                        [targets[i] for i in chunk],
-                        [indexes[i] for i in chunk],
-                        width,
-                    )
-                    forwards += f
-                    refused += sum(r)
-                ar[label] = (1000 * (time.perf_counter() - started) / len(order), forwards, refused)
-            floor_s = prefill_floor(loaded, packed, batch)
+                decided = {d.doc_id: d for d in eng.decide(items)}
+                seconds = time.perf_counter() - started
+                if variant not in timings or seconds < timings[variant][0]:
+                    timings[variant] = (seconds, decided)
+            # the autoregressive loop writes the objects decide writes at its defaults
+            decisions = timings[DEFAULTS][1]
+            good = [i for i in range(len(docs)) if decisions[i].ok]
+            order = sorted(good, key=lambda i: len(prompts[i]))
+            targets = {i: loaded.tokenizer.encode(decisions[i].answers_json or "") for i in good}
+            with torch.inference_mode():
+                for label, model in twins.items():
+                    first = order[0]  # warm-up (untimed): a few tokens of one document
+                    ar_decode(model, [prompts[first]], [targets[first][:4]], [indexes[first]],
+                              width)  # fmt: skip
+                    forwards, refused = [], 0
+                    started = time.perf_counter()
+                    for start in range(0, len(order), batch):
+                        chunk = order[start : start + batch]
+                        f, r = ar_decode(
+                            model,
+                            [prompts[i] for i in chunk],
+                            [targets[i] for i in chunk],
+                            [indexes[i] for i in chunk],
+                            width,
+                        )
+                        forwards += f
+                        refused += sum(r)
+                    ms = 1000 * (time.perf_counter() - started) / len(order)
+                    if label not in ar or ms < ar[label][0]:
+                        ar[label] = (ms, forwards, refused)
+                floor_s = min(floor_s, prefill_floor(loaded, packed, batch))
         floor_ms = 1000 * floor_s / len(packed)
         json_tokens = statistics.mean(len(targets[i]) for i in good)
         best = min(ar, key=lambda label: ar[label][0])
@@ -354,10 +362,16 @@ def main() -> None:
         "--max-steps", type=int, nargs="*", default=[],
         help="also time decide (in-block cache) with `decoding.max_steps` at each of these",
     )  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="rounds of every measurement, interleaved; each figure is its fastest round "
+        "(a shared machine's run-to-run noise, which moved the autoregressive loop by 35 %%)",
+    )  # fmt: skip
     args = parser.parse_args()
     common.set_threads(args.threads)
     print(f"Machine: {common.describe_machine(args.threads)}")
-    print(f"{args.docs} documents × 8 questions; decide at threshold 0.9\n")
+    rounds = f"; each figure the fastest of {args.repeats} rounds" if args.repeats > 1 else ""
+    print(f"{args.docs} documents × 8 questions; decide at threshold 0.9{rounds}\n")
     rows: list = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
