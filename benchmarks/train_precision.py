@@ -2,8 +2,8 @@
 trains on, from the bundled model's weights.
 
 `decide train` turns bf16 autocast on by default only where `bf16_is_fast` says the device runs
-it natively (GPUs with bf16, CPUs with AVX512-BF16 or AMX). This script measures both on this
-machine in the same run, so the default can be checked against it: the same steps (same batches,
+it faster (GPUs with bf16, CPUs whose bf16 products time faster than fp32's). This script
+measures both on this machine in the same run, so the default can be checked against it: the same steps (same batches,
 same masks) are timed once in fp32 and once under autocast, each from the same weights with a
 fresh optimizer, after one untimed warm-up step.
 

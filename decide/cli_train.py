@@ -121,8 +121,8 @@ def _recipe_fraction(flag: str, text: str):
 @click.option(
     "--bf16/--no-bf16",
     default=None,
-    help="bf16 autocast. Default: where it is fast (GPUs, CPUs with AVX512-BF16 or AMX); "
-    "an AVX2-only CPU trains several times slower with it.",
+    help="bf16 autocast. Default: where it is fast (GPUs with bf16; CPUs whose bf16 products "
+    "time at least 1.25x fp32's, as `dtype: auto` decides); elsewhere it trains slower.",
 )
 @click.option(
     "--workers",

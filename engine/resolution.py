@@ -202,7 +202,7 @@ def _fp32_too_big(model_dir: Path) -> str | None:
     )
 
 
-def _fast_cpu_bf16() -> tuple[bool, str]:
+def cpu_bf16_is_fast() -> tuple[bool, str]:
     """Whether bf16 is the faster compute dtype on this CPU, and why."""
     if not _cpu_has_bf16():
         return False, "no bf16 instructions"
@@ -254,7 +254,7 @@ def resolve_dtype(
         if too_big:
             return stored, f"stored ({where}): {too_big}"
         if stored == torch.bfloat16:
-            fast, why = _fast_cpu_bf16()
+            fast, why = cpu_bf16_is_fast()
             if fast:
                 return stored, f"stored ({where}), {why}"
             return torch.float32, f"fp32: stored {stored} ({where}), {why}"

@@ -79,3 +79,14 @@ def test_the_timing_itself_runs() -> None:
     speedup = resolution.cpu_bf16_speedup()
     assert 0.01 < speedup < 100
     assert resolution.cpu_bf16_speedup() is speedup or resolution.cpu_bf16_speedup() == speedup
+
+
+def test_training_takes_the_same_measured_choice(monkeypatch) -> None:
+    from decide.train.loop import bf16_is_fast
+
+    _cpu(monkeypatch, True, 0.6)
+    assert bf16_is_fast("cpu") is False
+    _cpu(monkeypatch, True, 2.0)
+    assert bf16_is_fast("cpu") is True
+    _cpu(monkeypatch, False, 2.0)
+    assert bf16_is_fast("cpu") is False

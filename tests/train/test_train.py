@@ -374,7 +374,7 @@ def test_cli_trains_from_parquet_and_from_scratch(base, tmp_path) -> None:
         recorded = json.loads((tmp_path / out / "train_config.json").read_text())
         assert recorded["weighting"] == ("questions" if out == "tuned" else "positions")
         assert recorded["cap_weight"] is (out == "tuned")
-        # bf16 autocast: asked for, or by default only where this CPU runs it natively
+        # bf16 autocast: asked for, or by default only where this CPU runs it faster
         assert recorded["bf16"] is (bf16_is_fast("cpu") if out == "tuned" else True)
     scratch = _weights(tmp_path / "scratch")["bert.encoder.layer.0.attention.self.query.weight"]
     tuned = _weights(tmp_path / "tuned")["bert.encoder.layer.0.attention.self.query.weight"]
