@@ -64,40 +64,29 @@ class SelfAttention(nn.Module):
         b, lw = plan.positions.shape
         if self.qkv_proj is not None:
             q, k, v = plan.to_rows(self.qkv_proj(x)).split(self.sizes, dim=-1)
-            if outputs is not None:
-                q = outputs.pick(q)
+            q = q if outputs is None else outputs.pick(q)
         else:
             k, v = (plan.to_rows(p(x)) for p in (self.k_proj, self.v_proj))
-            q = self.q_proj(x if outputs is None else outputs.pick(plan.to_rows(x)))
-            q = q if outputs is not None else plan.to_rows(q)
-        if outputs is not None:
-            lq = outputs.offsets.shape[1]
-            q = q.reshape(b, lq, self.num_heads, self.head_dim)
-            k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
-            v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
-            if self.q_norm is not None and self.k_norm is not None:
-                q, k = self.q_norm(q), self.k_norm(k)
-            q = apply_partial_rope(
-                q.transpose(1, 2), outputs.pick(cos), outputs.pick(sin), self.rotary_dim
-            )
-            k = apply_partial_rope(k.transpose(1, 2), cos, sin, self.rotary_dim)
-            assert cache is not None
-            keys, values = cache.write(layer, k, v.transpose(1, 2), plan.span, plan.positions)
-            out = attend(q, keys, values, outputs.plan)  # [B, Hq, Q, D]
-            return self.o_proj(out.transpose(1, 2).reshape(b, lq, -1))
-        q = q.reshape(b, lw, self.num_heads, self.head_dim)
+            q = plan.to_rows(self.q_proj(x)) if outputs is None else (
+                self.q_proj(outputs.pick(plan.to_rows(x)))
+            )  # fmt: skip
+        q_cos, q_sin, q_plan = (cos, sin, plan) if outputs is None else (
+            outputs.pick(cos), outputs.pick(sin), outputs.plan
+        )  # fmt: skip
+        lq = q.shape[1]
+        q = q.reshape(b, lq, self.num_heads, self.head_dim)
         k = k.reshape(b, lw, self.num_kv_heads, self.head_dim)
         v = v.reshape(b, lw, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_partial_rope(q.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hq, Lw, D]
+        q = apply_partial_rope(q.transpose(1, 2), q_cos, q_sin, self.rotary_dim)  # [B, Hq, Lq, D]
         k = apply_partial_rope(k.transpose(1, 2), cos, sin, self.rotary_dim)  # [B, Hkv, Lw, D]
         v = v.transpose(1, 2)
         keys, values = (
             (k, v) if cache is None else cache.write(layer, k, v, plan.span, plan.positions)
         )
-        out = attend(q, keys, values, plan)  # [B, Hq, Lw, D]
-        return self.o_proj(plan.to_packed(out.transpose(1, 2).reshape(b, lw, -1)))
+        out = attend(q, keys, values, q_plan).transpose(1, 2).reshape(b, lq, -1)
+        return self.o_proj(out if outputs is not None else plan.to_packed(out))
 
 
 class DecoderLayer(nn.Module):
@@ -265,6 +254,18 @@ class WindowedModel(nn.Module):
             return self._align(self._trunk(input_ids, plan, cache), cache, counts)
         return self._align(self._trunk(input_ids, plan, cache, subset), cache, counts)
 
+    def _states_needed(self, wanted: Sequence[int], commit: int, window_len: int) -> set[int]:
+        """The window offsets whose last-layer states give the aligned states `wanted` (one
+        earlier for a shifted family) and, for a shifted family committing `commit` tokens, the
+        state `KVCache.commit` records."""
+        if not self.config.logits_shift:
+            need = set(wanted)
+        else:
+            need = {o - 1 for o in wanted if o >= 1}
+            if commit:
+                need.add(commit - 1)
+        return {o for o in need if 0 <= o < window_len}
+
     def _outputs(
         self,
         outputs: Sequence[Sequence[int]],
@@ -276,13 +277,9 @@ class WindowedModel(nn.Module):
     ) -> Outputs | None:
         """The last layer's query positions for aligned `outputs` (see `forward`), or None when
         they would not save work."""
-        shift = self.config.logits_shift
         rows = []
         for row, wanted in enumerate(outputs):
-            need = {o - 1 for o in wanted if o >= 1} if shift else set(wanted)
-            if shift and int(counts[row]):
-                need.add(int(counts[row]) - 1)  # `KVCache.commit` records that state
-            need = {o for o in need if 0 <= o < int(window_lens[row])}
+            need = self._states_needed(wanted, int(counts[row]), int(window_lens[row]))
             rows.append(sorted(need) or [0])
         width = max(len(r) for r in rows)
         if width * 2 > lw:  # most positions read anyway: not worth the gathers
@@ -361,17 +358,14 @@ class WindowedModel(nn.Module):
     ) -> Outputs | None:
         """`_outputs` for `forward_queries`: which of each row's queries (`rows[b]`, sorted
         window offsets) the last layer computes, as indices into the rows layout `[B, Q]`."""
-        shift = self.config.logits_shift
         picks = []
         for row, wanted in enumerate(outputs):
-            need = {o - 1 for o in wanted if o >= 1} if shift else set(wanted)
-            if shift and int(counts[row]):
-                need.add(int(counts[row]) - 1)
+            need = self._states_needed(wanted, int(counts[row]), int(window_lens[row]))
             where = {o: i for i, o in enumerate(rows[row])}
-            missing = [o for o in need if 0 <= o < int(window_lens[row]) and o not in where]
+            missing = sorted(need - where.keys())
             if missing:
                 raise ValueError(f"outputs of row {row} must be among its queries, got {missing}")
-            picks.append(sorted(where[o] for o in need if o in where) or [0])
+            picks.append(sorted(where[o] for o in need) or [0])
         width = max(len(p) for p in picks)
         if width * 2 > plan.positions.shape[1]:  # most queries read anyway
             return None
