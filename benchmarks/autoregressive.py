@@ -24,10 +24,10 @@ Both decoders batch `--batch-sizes` documents (the autoregressive one statically
 until its longest answer is done, finished rows leave the cache). decide runs at its defaults
 (the in-block cache: steps recompute only the open positions and those committed to a value's
 token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them;
-`max_steps: 4`: at most 4 steps per block, then the rest committed greedily from the last
-forward's logits), and with one default changed at a time: every slot whole (`grow_slots:
-false`, the default before 2026-12-05), no step cap (`max_steps: null`, the default until the
-sixth session of 2026-12-05), recomputing the whole block at every step (each run's objects are
+`max_steps: 3`: at most 3 steps per block, then the rest committed greedily from the last
+forward's logits; 4 from 2026-12-05 to 12-07), and with one default changed at a time: every
+slot whole (`grow_slots: false`, the default before 2026-12-05), no step cap (`max_steps: null`,
+the default until the sixth session of 2026-12-05), recomputing the whole block at every step (each run's objects are
 compared with that run's); `--max-steps N ...` adds runs at the defaults with
 `decoding.max_steps` N. The floor and the objects the loop writes are those of the defaults. The
 floor is one batched forward per document over its prompt and every block's skeleton in the
@@ -67,7 +67,7 @@ from decide.jobs.spec import DEFAULT_MAX_STEPS
 from decide.kernels import masked_confidence
 from decide.schemas import Vocabulary
 
-DEFAULTS = "decide, defaults (in-block cache, grow_slots, max_steps 4)"
+DEFAULTS = f"decide, defaults (in-block cache, grow_slots, max_steps {DEFAULT_MAX_STEPS})"
 STRING = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 META = set(r"\.^$|?*+()[]{}")
 

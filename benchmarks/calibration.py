@@ -31,7 +31,7 @@ import numpy as np
 from decide.jobs import calibration as cal
 from decide.jobs.calibrate import answers_match
 from decide.jobs.decisions import DecisionEngine, Item
-from decide.jobs.spec import Decoding, Question
+from decide.jobs.spec import Question
 from decide.train import mams
 from decide.train.evaluate import synthetic_documents
 from decide.train.synthetic import CLAIM_QUESTIONS, LOAN_QUESTIONS, TICKET_QUESTIONS
@@ -137,6 +137,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--dump", type=Path, help="save the decided answers (JSON) here")
     parser.add_argument("--load", type=Path, help="measure answers saved by --dump (no model)")
+    parser.add_argument(
+        "--decoding", nargs="*", default=[], metavar="KEY=VALUE",
+        help="decoding settings over the defaults (e.g. max_steps=4), as a job's YAML writes them",
+    )  # fmt: skip
     args = parser.parse_args()
     started = time.monotonic()
     if args.load:
@@ -145,7 +149,7 @@ def main() -> None:
         engine = None
     else:
         loaded = common.load_trained(args.model)
-        engine = DecisionEngine(loaded, Decoding(), batch_size=args.batch_size)
+        engine = common.engine(loaded, args.batch_size, **common.decoding_settings(args.decoding))
         print(f"model: {loaded.path} ({loaded.config.model_type})\n")
     reviews = mams.load("val")[: args.mams]
     docs = [(text, mams.QUESTIONS, gold) for text, gold in reviews]

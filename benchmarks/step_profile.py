@@ -6,7 +6,7 @@ restricted head); the default limit takes the restricted head where a mask allow
 `--max-steps 0 2` without and with a cap of 2 steps per block (`decoding.max_steps`);
 `--grow-slots 0 1` without and with open-ended slots laid out short (`decoding.grow_slots`). The
 script's defaults are not a job's (no cap, whole slots, both cache settings): `--in-block 1
---grow-slots 1 --max-steps 4` profiles a job's defaults.
+--grow-slots 1 --max-steps 3` profiles a job's defaults.
 Wraps the sampler's parts with CPU-time timers (one run per batch size, same documents, after a
 warm-up): the trunk forward (`_trunk`: embeddings + layers over the window), the output head over
 the full vocabulary (`logits`), the head restricted to candidate tokens (`token_logits`), the
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--in-block", type=int, nargs="*", default=[0, 1],
                         help="decoding.in_block_cache off (0) and/or on (1)")  # fmt: skip
     parser.add_argument("--max-steps", type=int, nargs="*", default=[0],
-                        help="decoding.max_steps per run (0: no cap, this script's default; a job's is 4)")  # fmt: skip
+                        help="decoding.max_steps per run (0: no cap, this script's default; a job's is 3)")  # fmt: skip
     parser.add_argument("--grow-slots", type=int, nargs="*", default=[0],
                         help="decoding.grow_slots off (0) and/or on (1)")  # fmt: skip
     args = parser.parse_args()

@@ -135,7 +135,7 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     "--max-steps",
     type=click.IntRange(min=0),
     help="Denoising steps per block (per model block on block-causal models) before the rest "
-    "is filled greedily (default 4; 0: no cap).",
+    "is filled greedily (default 3, or the cap a resumed job started with; 0: no cap).",
 )
 @click.option("--seed", type=int, help="Seed for sampling at temperature > 0.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Documents per batch.")
@@ -230,7 +230,7 @@ def run(
         if max_steps == 0:
             decoding["max_steps"] = None  # no cap
         if decoding:
-            changes["decoding"] = spec.decoding.model_dump() | decoding
+            changes["decoding"] = spec.decoding.model_dump(exclude_unset=True) | decoding
         if truncate:
             changes["long_documents"] = "truncate"
         if calibration is not None:
@@ -238,7 +238,9 @@ def run(
         if review_below is not None:
             changes["review_below"] = review_below
         if changes:
-            spec = parse_spec(spec.model_dump(by_alias=True) | changes, "command line")
+            spec = parse_spec(
+                spec.model_dump(by_alias=True, exclude_unset=True) | changes, "command line"
+            )
         out = output or (Path(spec.output) if spec.output else None)
         if out is None:
             raise SpecError("no output directory: pass -o/--output or set `output:` in the spec")

@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -102,6 +103,11 @@ class OutputDir:
         if not self.manifest_path.is_file():
             return None
         return Manifest.read(self.path)
+
+    def recorded_decoding(self) -> dict[str, Any] | None:
+        """The decoding settings the job in this directory started with (None: no job yet)."""
+        manifest = self.previous_manifest()
+        return None if manifest is None else manifest.spec.decoding
 
     def check_fingerprints(self, fingerprints: dict[str, str]) -> None:
         manifest = self.previous_manifest()

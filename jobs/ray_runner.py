@@ -228,6 +228,7 @@ def run_job_ray(
         raise SpecError("--actors must be at least 1 and --gpus-per-actor not negative")
     plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
     out = OutputDir(output, resume=resume)
+    spec = spec.continuing(out.recorded_decoding())  # a resumed job keeps its step cap
     model_path = resolve_model_path(model if model is not None else spec.model)
     _, config, tokenizer = load_config(model_path)
     book = QuestionBook.for_spec(config, tokenizer, spec)

@@ -414,6 +414,7 @@ def run_job(
     `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
     plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
     out = OutputDir(output, resume=resume)
+    spec = spec.continuing(out.recorded_decoding())  # a resumed job keeps its step cap
     if isinstance(model, LoadedModel):
         loaded = model
     else:

@@ -140,15 +140,20 @@ class CelRule(Strict):
 
 
 # Steps per unit (a bidirectional model's whole block, a block-causal model's model block)
-# before the rest is committed greedily; the default since 2026-12-05 (docs/jobs.md, sampling).
-DEFAULT_MAX_STEPS = 4
+# before the rest is committed greedily (docs/jobs.md, sampling): 3 since 2026-12-07, 4 from
+# 2026-12-05, no cap before.
+DEFAULT_MAX_STEPS = 3
+# Caps fingerprints write as null, as they write a left-out one: the defaults since 2026-12-05
+# (`JobSpec.fingerprint`), so a spec writing the default of its day keeps its fingerprint.
+_DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 4)
 
 
 class Decoding(Strict):
     threshold: float = Field(0.9, gt=0.0, le=1.0)
     # At most this many denoising steps per unit, then its open positions are committed
-    # greedily (`engine.commit`); null: no cap. Left out, 4; with `max_tokens_per_step` set
-    # (which asks for many small steps), no cap.
+    # greedily (`engine.commit`); null: no cap. Left out, 3; with `max_tokens_per_step` set
+    # (which asks for many small steps), no cap. A resumed job keeps the cap it started with
+    # (`JobSpec.continuing`).
     max_steps: int | None = Field(DEFAULT_MAX_STEPS, ge=1)
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
@@ -286,10 +291,15 @@ class JobSpec(Strict):
             payload["grow_slots"] = False
         if self.decoding.absent_below is not None:  # likewise
             payload["absent_below"] = self.decoding.absent_below
-        # The default cap is written as the null it was before 2026-12-05 (specs without it keep
-        # the fingerprint they had); `max_steps: null`, no cap, now differs from the default.
+        # A left-out cap is written as the null it was before 2026-12-05, and so is a default of
+        # any day since (3, 4), so specs keep their fingerprints across default changes (one
+        # writing 3 before 2026-12-07 excepted). The cap a job decodes with is recorded in its
+        # manifest and kept on resume (`continuing`), which tells these apart.
+        # `max_steps: null`, no cap, differs.
         steps = self.decoding.max_steps
-        if steps == self.decoding.default_max_steps():
+        limited = self.decoding.max_tokens_per_step is not None
+        defaults = (None,) if limited else _DEFAULT_CAPS
+        if "max_steps" not in self.decoding.model_fields_set or steps in defaults:
             payload["decoding"]["max_steps"] = None
         elif steps is None:
             payload["decoding"]["max_steps"] = "none"
@@ -308,6 +318,31 @@ class JobSpec(Strict):
             payload["windows"] = windows
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def continuing(self, recorded: dict[str, Any] | None) -> JobSpec:
+        """This spec resuming a job whose manifest recorded `recorded` (its spec's `decoding`): a
+        spec that leaves `max_steps` out keeps the cap the job started with (so a job begun under
+        an earlier default is not finished under another); one that sets a different cap is
+        refused. Its fingerprint is unchanged."""
+        if recorded is None or "max_steps" not in recorded:
+            return self
+        cap, steps = recorded["max_steps"], self.decoding.max_steps
+        if cap == steps:
+            return self
+        if "max_steps" in self.decoding.model_fields_set:
+            raise SpecError(
+                f"decoding.max_steps: the job in this directory was decided with max_steps "
+                f"{'null' if cap is None else cap} (manifest.json), this spec asks "
+                f"{'null' if steps is None else steps}; resume with the same, or use a new "
+                "directory"
+            )
+        if cap is not None and (not isinstance(cap, int) or cap < 1):
+            raise SpecError(f"manifest.json: /spec/decoding/max_steps: {cap!r} is not a step cap")
+        decoding = Decoding.model_construct(
+            _fields_set=set(self.decoding.model_fields_set),
+            **{**self.decoding.model_dump(), "max_steps": cap},
+        )
+        return self.model_copy(update={"decoding": decoding})
 
 
 def _describe(error: ValidationError, prefix: tuple = ()) -> str:

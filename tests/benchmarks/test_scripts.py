@@ -30,6 +30,7 @@ CASES = {
     "step_profile": ["--docs", "2", "--batch-sizes", "2", "--max-steps", "0", "2"],
     "accuracy": ["--docs", "2", "--mams", "2", "--splits", "validation", "--decoding",
                  "max_steps=2"],
+    "calibration": ["--mams", "12", "--docs", "6", "--decoding", "max_steps=4"],
     # above one 2,048-token chunk; with a regrown block re-reading its prefix, too
     "long_prompt": ["--families", "sdar", "--tokens", "2600", "--reread"],
 }  # fmt: skip

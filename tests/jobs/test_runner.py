@@ -173,11 +173,29 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     assert again.exit_code == 2 and "--resume" in again.output
     foreign = run(docs, "o7", "other", "--resume")
     assert foreign.exit_code == 2 and "another spec" in foreign.output
-    # `--max-steps 0` is no step cap, not the default cap of 4: another spec; 4 is the default.
+    # The job recorded the default step cap (3): resuming with another is refused (`--max-steps
+    # 0` is no cap), with the same one it resumes.
     uncapped = run(docs, "o7", "job", "--resume", "--max-steps", "0")
-    assert uncapped.exit_code == 2 and "another spec" in uncapped.output
-    assert run(docs, "o7", "job", "--resume", "--max-steps", "4").exit_code == 0
+    assert uncapped.exit_code == 2 and "decided with max_steps 3" in uncapped.output
+    four = run(docs, "o7", "job", "--resume", "--max-steps", "4")
+    assert (
+        four.exit_code == 2
+        and "decided with max_steps 3 (manifest.json), this spec asks 4" in four.output
+    )
+    assert run(docs, "o7", "job", "--resume", "--max-steps", "3").exit_code == 0
     assert read_answers(tmp_path / "o7").height == 3  # nothing committed was lost
+    # A job begun under the earlier default (4, as its manifest records) is finished with 4 by a
+    # spec that leaves the cap out; its fingerprint is the one the job has.
+    manifest_path = tmp_path / "o7" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["spec"]["decoding"]["max_steps"] = 4
+    manifest_path.write_text(json.dumps(manifest))
+    more = write_docs(tmp_path / "more.parquet", 5)
+    assert run(more, "o7", "job", "--resume").exit_code == 0
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["spec"]["decoding"]["max_steps"] == 4
+    assert manifest["fingerprints"]["spec"] == parse_spec(spec()).fingerprint()
+    assert read_answers(tmp_path / "o7").height == 5
 
 
 def test_sigkill_then_resume_gives_one_row_per_doc_identical_to_uninterrupted(models, tmp_path):

@@ -51,30 +51,58 @@ def test_fingerprints_of_specs_written_before_new_settings_stay_the_same() -> No
 
 
 def test_the_default_step_cap_keeps_old_fingerprints_and_no_cap_is_its_own() -> None:
-    """`max_steps` left out is 4 since 2026-12-05 (it was no cap); a spec without it keeps its
-    fingerprint, as does one writing 4; `max_steps: null` (no cap) now differs. A spec limiting
-    tokens per step (many small steps) gets no cap unless it sets one."""
+    """`max_steps` left out is 3 since 2026-12-07 (4 from 2026-12-05, no cap before); a spec
+    without it keeps its fingerprint, as do ones writing 3 or 4; `max_steps: null` (no cap) and
+    other caps differ. A spec limiting tokens per step (many small steps) gets no cap unless it
+    sets one."""
     plain = parse_spec({"questions": [QUESTION]})
-    assert plain.decoding.max_steps == 4
+    assert plain.decoding.max_steps == 3
     assert plain.fingerprint() == "f79ed64016266f6e"
-    four = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 4}})
-    assert four.fingerprint() == "f79ed64016266f6e"
+    for cap in (3, 4):
+        written = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": cap}})
+        assert written.decoding.max_steps == cap
+        assert written.fingerprint() == "f79ed64016266f6e"
     uncapped = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": None}})
     assert uncapped.decoding.max_steps is None
-    assert uncapped.fingerprint() not in ("f79ed64016266f6e", four.fingerprint())
-    assert parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 2}}).fingerprint() not in (
-        "f79ed64016266f6e", uncapped.fingerprint())  # fmt: skip
+    assert uncapped.fingerprint() == "9a51f74b759cb162"
+    two = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 2}})
+    assert two.fingerprint() == "1b7e3b326a9ae3a0"
     one = parse_spec({"questions": [QUESTION], "decoding": {"max_tokens_per_step": 1}})
     assert one.decoding.max_steps is None
+    assert one.fingerprint() == "3362958d27671b79"
     explicit = {"max_tokens_per_step": 1, "max_steps": None}
     assert parse_spec({"questions": [QUESTION], "decoding": explicit}).fingerprint() == (
         one.fingerprint()
     )
     capped = {"max_tokens_per_step": 1, "max_steps": 4}
     assert parse_spec({"questions": [QUESTION], "decoding": capped}).decoding.max_steps == 4
-    assert parse_spec({"questions": [QUESTION], "decoding": capped}).fingerprint() != (
-        one.fingerprint()
+    assert parse_spec({"questions": [QUESTION], "decoding": capped}).fingerprint() == (
+        "72e5b739b42b6f9a"
     )
+
+
+def test_a_resumed_job_keeps_the_step_cap_it_started_with() -> None:
+    """The manifest records the cap a job decodes with: a spec that leaves `max_steps` out adopts
+    it (a job begun under the default of 4 finishes with 4), one that writes another is refused,
+    and the fingerprint stays the spec's."""
+    plain = parse_spec({"questions": [QUESTION]})
+    assert plain.continuing(None) is plain
+    assert plain.continuing({"threshold": 0.9}) is plain  # a manifest older than max_steps
+    for recorded in (4, None, 2):
+        resumed = plain.continuing({"max_steps": recorded, "threshold": 0.9})
+        assert resumed.decoding.max_steps == recorded
+        assert resumed.decoding.threshold == plain.decoding.threshold
+        assert resumed.fingerprint() == plain.fingerprint()
+        assert resumed.continuing({"max_steps": recorded}).decoding.max_steps == recorded
+    four = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 4}})
+    assert four.continuing({"max_steps": 4}) is four
+    with pytest.raises(SpecError, match=r"decided with max_steps 3 .* asks 4"):
+        four.continuing({"max_steps": 3})
+    uncapped = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": None}})
+    with pytest.raises(SpecError, match=r"decided with max_steps 4 .* asks null"):
+        uncapped.continuing({"max_steps": 4})
+    with pytest.raises(SpecError, match=r"/spec/decoding/max_steps: 0"):
+        plain.continuing({"max_steps": 0})
 
 
 @pytest.mark.parametrize(
