@@ -27,8 +27,8 @@ token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a va
 `max_steps: 3`: at most 3 steps per block, then the rest committed greedily from the last
 forward's logits; 4 from 2026-12-05 to 12-07), and with one default changed at a time: every
 slot whole (`grow_slots: false`, the default before 2026-12-05), no step cap (`max_steps: null`,
-the default until the sixth session of 2026-12-05), recomputing the whole block at every step (each run's objects are
-compared with that run's); `--max-steps N ...` adds runs at the defaults with
+the default until the sixth session of 2026-12-05), recomputing the whole block at every step
+(each run's objects are compared with that run's); `--max-steps N ...` adds runs at the defaults with
 `decoding.max_steps` N. The floor and the objects the loop writes are those of the defaults. The
 floor is one batched forward per document over its prompt and every block's skeleton in the
 default layout: what reading the document once costs either decoder. Every forward of either

@@ -184,10 +184,6 @@ class Decoding(Strict):
             return {**data, "max_steps": None}
         return data
 
-    def default_max_steps(self) -> int | None:
-        """The cap a spec that leaves `max_steps` out gets with these other settings."""
-        return DEFAULT_MAX_STEPS if self.max_tokens_per_step is None else None
-
 
 class Dates(Strict):
     """How extract questions with `format: date` / `date-time` read dates (`schemas.dates`)."""
