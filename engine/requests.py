@@ -111,3 +111,7 @@ class DecodeResult:
     @property
     def answer_tokens(self) -> int:
         return sum(s.answer_tokens for s in self.stats)
+
+    def value_tokens(self, filler: int) -> int:
+        """Committed answer-slot positions that hold a value's token, not `filler`."""
+        return sum(t != filler for group in self.slots for slot in group for t in slot.tokens)

@@ -91,11 +91,6 @@ class Item:
     kind: FailureKind | None = None  # of `error` (invalid_questions when not given)
 
 
-def _value_tokens(result: DecodeResult, filler: int) -> int:
-    """Committed positions of a document's answer slots that hold a value's token (not filler)."""
-    return sum(t != filler for group in result.slots for slot in group for t in slot.tokens)
-
-
 def document_seed(seed: int, doc_id: Any) -> int:
     """A per-document seed that does not depend on batching or input order."""
     digest = hashlib.sha256(f"{seed}\0{doc_id!r}".encode()).digest()
@@ -301,7 +296,7 @@ class DecisionEngine:
                 "error",
                 nfe=result.nfe,
                 answer_tokens=result.answer_tokens,
-                value_tokens=_value_tokens(result, self.packer.filler_id),
+                value_tokens=result.value_tokens(self.packer.filler_id),
                 truncated=doc.truncated,
                 narrowed=_narrowed(doc),
                 extra=item.extra,

@@ -85,6 +85,7 @@ class _Doc:
     missing: dict[str, str] = field(default_factory=dict)
     nfe: int = 0
     answer_tokens: int = 0
+    value_tokens: int = 0  # of `answer_tokens`, the positions holding a value's token
     windows: int = 0
     failure: tuple[FailureKind, str] | None = None
 
@@ -130,6 +131,7 @@ class LongDocuments:
             d, window, questions = placed.pop(result.request.key)
             d.nfe += result.nfe
             d.answer_tokens += result.answer_tokens
+            d.value_tokens += result.value_tokens(filler)
             if d.failure is not None:
                 continue
             if result.error is not None:
@@ -251,7 +253,8 @@ class LongDocuments:
 
         def fresh() -> Decision:
             return Decision(item.doc_id, "error", nfe=d.nfe, answer_tokens=d.answer_tokens,
-                            extra=item.extra, windows=d.windows)  # fmt: skip
+                            value_tokens=d.value_tokens, extra=item.extra,
+                            windows=d.windows)  # fmt: skip
 
         if d.failure is not None:
             decision = fresh()

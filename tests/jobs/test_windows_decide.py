@@ -272,6 +272,9 @@ def test_output_parquet_has_windows_and_evidence(bert, tmp_path) -> None:
     rows = {r["doc_id"]: r for r in read_answers(tmp_path / "out").iter_rows(named=True)}
     assert rows["s"]["windows"] == 0 and rows["s"]["evidence"] is None  # no code: no span
     assert rows["l"]["status"] == "ok" and rows["l"]["windows"] > 1
+    # Every window fills the `kind` slot with a value's token: counted as answer tokens, not
+    # filler (they were all filler before, and the report's tokens per forward pass read 0).
+    assert rows["l"]["value_tokens"] >= rows["l"]["windows"] and rows["l"]["filler_tokens"] >= 0
     code = rows["l"]["evidence"]["code"]
     assert docs[1][code["span_start"] : code["span_end"]] == "ZX417"
     assert in_document(rows["l"]["answers"]["code"], docs[1][code["start"] : code["end"]])
