@@ -26,7 +26,7 @@ import celpy
 
 from decide.schemas.rules import MAX_ASSIGNMENTS, ValueRule
 
-from .derive import CelType, DeriveError, _cel_message, _Checker, _idents, _to_cel, schema_type
+from .derive import CelType, DeriveError, _cel_message, _Checker, _idents, cel_inputs, schema_type
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Check:
     message: str
     program: Any
     inputs: tuple[str, ...]
+    doubles: frozenset[str] = frozenset()  # inputs typed number (`derive.cel_inputs`)
 
 
 class CheckPlan:
@@ -94,7 +95,7 @@ def _judge(check: Check, answers: Mapping[str, Any]) -> str | None:
     if any(answers.get(i) is None for i in check.inputs):
         return None  # not applicable: an input is null or missing
     try:
-        result = check.program.evaluate({i: _to_cel(answers[i]) for i in check.inputs})
+        result = check.program.evaluate(cel_inputs(answers, check.inputs, check.doubles))
     except (celpy.CELEvalError, TypeError, ValueError, ZeroDivisionError) as exc:
         return f"rule could not be evaluated: {_cel_message(exc)}"
     if isinstance(result, celpy.CELEvalError):
@@ -135,5 +136,6 @@ def plan_checks(
             raise DeriveError(where, f"{rule!r}: type error: {exc}") from exc
         if result.base != "bool":
             raise DeriveError(where, f"{rule!r} gives {result}, a rule must give a bool")
-        checks.append(Check(i, rule, message, env.program(tree), tuple(sorted(names))))
+        doubles = frozenset(n for n, t in env_types.items() if t.base == "double")
+        checks.append(Check(i, rule, message, env.program(tree), tuple(sorted(names)), doubles))
     return CheckPlan(checks)

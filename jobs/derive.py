@@ -16,7 +16,7 @@ once, through derived inputs too). Values are validated with `jsonschema` by the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,6 +254,7 @@ class Derived:
     asked: tuple[str, ...]  # asked (not derived) ids it depends on, through derived ones too
     nullable: bool  # its schema admits null
     result: CelType
+    doubles: frozenset[str] = frozenset()  # inputs typed number: a whole value is still a double
 
 
 class DerivePlan:
@@ -286,7 +287,7 @@ class DerivePlan:
                     )
                 continue
             try:
-                value = _from_cel(d.program.evaluate({i: _to_cel(known[i]) for i in d.inputs}))
+                value = _from_cel(d.program.evaluate(cel_inputs(known, d.inputs, d.doubles)))
             except (celpy.CELEvalError, TypeError, ValueError, ZeroDivisionError) as exc:
                 errors[d.id] = f"derive {d.expression!r} failed: {_cel_message(exc)}"
                 continue
@@ -302,11 +303,19 @@ def _cel_message(exc: BaseException) -> str:
     return str(args[0]) if args else type(exc).__name__
 
 
-def _to_cel(value: Any) -> Any:
+def cel_inputs(
+    answers: Mapping[str, Any], inputs: Sequence[str], doubles: Collection[str]
+) -> dict[str, Any]:
+    """The CEL values of `inputs`: by the type the expression was checked with, so an answer to
+    a `number` question is a double even when it is a whole number (680 read as 680.0)."""
+    return {i: _to_cel(answers[i], i in doubles) for i in inputs}
+
+
+def _to_cel(value: Any, double: bool = False) -> Any:
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int):
-        return celtypes.IntType(value)
+        return celtypes.DoubleType(float(value)) if double else celtypes.IntType(value)
     if isinstance(value, float):
         return celtypes.DoubleType(value)
     if isinstance(value, str):
@@ -403,9 +412,9 @@ def plan_derived(questions: Sequence[tuple[str, Any, str | None]]) -> DerivePlan
                 asked[a] = None
         asked_of[qid] = tuple(asked)
         program = env.program(tree)
-        plans.append(
-            Derived(qid, derive, program, tuple(sorted(names)), tuple(asked), own.nullable, own)
-        )
+        doubles = frozenset(n for n, t in env_types.items() if t.base == "double")
+        plans.append(Derived(qid, derive, program, tuple(sorted(names)), tuple(asked),
+                             own.nullable, own, doubles))  # fmt: skip
     return DerivePlan(plans)
 
 

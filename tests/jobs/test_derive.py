@@ -14,6 +14,7 @@ import pytest
 from helpers.jobdata import write_docs
 
 from decide import Decider
+from decide.jobs.checks import plan_checks
 from decide.jobs.derive import plan_derived
 from decide.jobs.runner import run_job
 from decide.jobs.spec import SpecError, parse_spec
@@ -98,6 +99,20 @@ def test_derived_questions_are_ordered_nulls_and_confidence() -> None:
     assert errors["eligible"] == "derive 'active && !over': input 'over' is missing"
     _, _, errors = plan_derived([("a", INT, None), ("d", INT, "10 / a")]).evaluate({"a": 0}, {})
     assert "failed" in errors["d"] and "divi" in errors["d"]
+
+
+def test_a_number_answer_that_is_a_whole_number_is_still_a_double() -> None:
+    """A `number` question's answer comes back 680 as often as 680.5 (the decoder spells the
+    shortest JSON): the expressions were checked with a double there, and read one."""
+    questions = [("total", N, None), ("big", B, "total > 1000.0"), ("half", N, "total / 2.0")]
+    plan = plan_derived(questions)
+    for total, big, half in ((680, False, 340.0), (1200.5, True, 600.25), (3300, True, 1650.0)):
+        values, _, errors = plan.evaluate({"total": total}, {})
+        assert not errors and values == {"big": big, "half": half}
+        assert isinstance(values["half"], float)
+    checks = plan_checks([("total < 1000000.0", "too large")], questions)
+    assert checks.violated({"total": 680}) is None
+    assert checks.violated({"total": 2_000_000})[1] == "too large"
 
 
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
