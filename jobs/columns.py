@@ -131,12 +131,18 @@ def _reference(schema: dict[str, Any]) -> str:
     return str(schema.get("$ref", json.dumps(schema, sort_keys=True)))
 
 
+FLOAT = Field("scalar", pl.Float64)
+
+
 def answer_fields(schemas: Mapping[str, list[Any]]) -> dict[str, Field]:
-    """One field per question id. Per-row questions can give one id several schemas; when they
-    disagree on a type, the id is stored as JSON text."""
+    """One field per question id. Per-row questions can give one id several schemas; integer and
+    number ones share Float64, and when they disagree on any other type the id is stored as JSON
+    text."""
     out = {}
     for qid, variants in schemas.items():
         fields = {answer_field(s) for s in variants}
+        if len(fields) > 1 and fields <= {FLOAT, Field("scalar", pl.Int64)}:
+            fields = {FLOAT}
         out[qid] = fields.pop() if len(fields) == 1 else JSON
     return out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from decide.engine import load_model, model_fingerprint
 from decide.engine.loader import LoadedModel
 from decide.schemas import SchemaError
 from decide.schemas.rules import rule_question_ids
+from decide.schemas.validate import check_questions as check_schemas
 
 from .calibrate import ConfidencePlan
 from .columns import Field, answer_fields, answers_dtype
@@ -40,7 +42,7 @@ from .output import OutputDir
 from .pack import DocumentTooLong, Packer
 from .progress import Progress
 from .questionset import QuestionBook, QuestionSet, QuestionsRefused, row_refusal, spec_refusal
-from .spec import JobSpec, SpecError, parse_questions
+from .spec import QUESTION_ID, JobSpec, SpecError, parse_questions
 from .window_plan import WindowPlanner
 
 log = logging.getLogger("decide.jobs")
@@ -230,8 +232,11 @@ def prepare(
                                 "this job")  # fmt: skip
     schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
     for qid, texts in found.question_schemas.items():
-        schemas.setdefault(qid, [])
-        schemas[qid].extend(json.loads(t) for t in texts if _is_json(t))
+        # Only what a row can ask types a column: a refused question (a bad id, a schema that
+        # does not compile) fails its row and neither names nor types the answers.
+        usable = [schema for t in texts if (schema := _askable(qid, t)) is not None]
+        if usable:
+            schemas.setdefault(qid, []).extend(usable)
     manifest = Manifest.parse({
         "status": "running",
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -436,9 +441,12 @@ def run_job(
     )  # fmt: skip
 
 
-def _is_json(text: str) -> bool:
+def _askable(qid: Any, text: Any) -> Any:
+    """A per-row question's schema (parsed) when its id and schema could be asked, else None."""
+    if not isinstance(qid, str) or re.fullmatch(QUESTION_ID, qid) is None:
+        return None
     try:
-        json.loads(text)
+        schema = json.loads(text)
     except (json.JSONDecodeError, TypeError):
-        return False
-    return True
+        return None
+    return schema if check_schemas([(qid, schema)])[0].supported else None

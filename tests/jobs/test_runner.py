@@ -121,6 +121,40 @@ def test_bad_rows_become_error_rows(models, tmp_path) -> None:
     assert result.invalid == 1 and result.exit_code == 1
 
 
+def test_a_refused_per_row_question_neither_names_nor_types_a_column(models, tmp_path) -> None:
+    """A row's question with a bad id, or a schema that does not compile, fails that row only:
+    the answers struct has no field for the bad id, the refused schema does not turn the good
+    rows' number column into JSON text, an integer and a number question of one id share
+    Float64, and the report is written (it used to fail its own schema on the bad id)."""
+    from decide.report import write_report
+
+    def q(qid: str, schema: dict, extract: bool = False) -> dict:
+        return {"id": qid, "text": "What is the total?", "schema": json.dumps(schema),
+                "extract": extract}  # fmt: skip
+
+    number, integer = {"type": "number"}, {"type": "integer", "minimum": 0}
+    rows = {
+        "good": [q("total", number)],
+        "bad_id": [q("9x", {"type": "boolean"})],
+        "misspelt": [q("total", {"type": "integer", "maximm": 10})],
+        "whole": [q("total", integer)],
+    }
+    pl.DataFrame({"doc_id": list(rows), "document": ["The total is 744 dollars."] * 4,
+                  "questions": list(rows.values())}).write_parquet(tmp_path / "in.parquet")  # fmt: skip
+    result = run_job(parse_spec({"questions": QUESTIONS[:1]}),
+                     [tmp_path / "in.parquet"], tmp_path / "out", model=models["sdar"],
+                     progress=False)  # fmt: skip
+    frame = read_answers(tmp_path / "out")
+    struct = frame.schema["answers"]
+    assert set(struct.to_schema()) == {QUESTIONS[0]["id"], "total"}
+    assert struct.to_schema()["total"] == pl.Float64
+    status = dict(zip(frame["doc_id"], frame["status"], strict=True))
+    assert status == {"good": "ok", "bad_id": "error", "misspelt": "error", "whole": "ok"}
+    assert result.exit_code == 1
+    report = write_report(tmp_path / "out")
+    assert report["counts"]["ok"] == 2 and (tmp_path / "out" / "report.html").is_file()
+
+
 def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     docs = write_docs(tmp_path / "in.parquet", 3)
     model = str(models["llada"])
