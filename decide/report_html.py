@@ -151,12 +151,14 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                   "line": _question_line(q)} for q in report["questions"]]  # fmt: skip
     question_ids = [q["id"] for q in report["questions"]]
     sample = {"rows": rows, "questions": question_ids, "low": LOW_CONFIDENCE}
-    payload = json.dumps(sample, ensure_ascii=False, default=str).replace("</", "<\\/")
+    # Every "<" as its JSON escape: neither "</script" nor "<!--" (which with a "<script" after
+    # it keeps the element open past its end tag) can appear in the element's text.
+    payload = json.dumps(sample, ensure_ascii=False, default=str).replace("<", "\\u003c")
     confidence_labels = [f"{i / 10:.1f}" for i in range(10)]
     context = {
         "css": _static("report.css"),
         "script": _static("report.js"),
-        "sample": Markup(payload),  # JSON with "</" escaped: it cannot end the script element
+        "sample": Markup(payload),  # JSON with "<" escaped: it cannot end the script element
         "job": report["job"],
         "generated": report["generated"],
         "cards": cards,

@@ -456,6 +456,39 @@ def test_page_in_headless_chromium(job: Path) -> None:
         driver.quit()
 
 
+def test_documents_with_markup_leave_the_page_working(tiny_checkpoint, tmp_path) -> None:
+    """The sample JSON embeds document texts in a script element: "<!--" then "<script" in a
+    text kept the element open past its end tag (the page showed no documents), "</script>"
+    would end it. Both are shown as text, every row listed."""
+    from selenium.webdriver.common.by import By
+
+    texts = {
+        "comment": "Invoice <!-- <script> from Acme, total $7",
+        "ends": "Note </script><script>document.title='x'</script> total $9",
+        "plain": "A roof claim in Lyon",
+    }
+    pl.DataFrame({"doc_id": list(texts), "document": list(texts.values())}).write_parquet(
+        tmp_path / "in.parquet"
+    )
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    run_job(parse_spec({"questions": QUESTIONS[:2]}), [tmp_path / "in.parquet"],
+            tmp_path / "out", model=model, progress=False)  # fmt: skip
+    driver = chromium_driver()
+    try:
+        driver.get((tmp_path / "out" / "report.html").resolve().as_uri())
+        rows = driver.find_elements(By.CSS_SELECTOR, "#doc-body tr")
+        assert sorted(r.find_element(By.TAG_NAME, "td").text for r in rows) == sorted(texts)
+        for doc_id, text in texts.items():
+            search = driver.find_element(By.ID, "search")
+            search.clear()
+            search.send_keys(doc_id)
+            driver.find_element(By.CSS_SELECTOR, "#doc-body tr").click()
+            assert text in driver.find_element(By.ID, "detail").text
+        assert driver.title != "x"
+    finally:
+        driver.quit()
+
+
 def test_evidence_pieces_merge_windows_and_count_as_the_script_does() -> None:
     """A windowed document's page data: the head and each evidence window (long ones cut
     around their span), merged in order, offsets in UTF-16 units (an emoji counts two)."""
