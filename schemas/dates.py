@@ -8,9 +8,11 @@ answers read "$12,500.00" as 12500. Candidates are the document's spans (`span._
 made only of date words (numbers, dateutil's month and weekday names and its filler words such
 as "of", "the", "at"); each is read by `dateutil.parser` and kept only when it states a day, a
 month and a year (and, for `date-time`, an hour and a minute) and reads the same under every
-permitted day/month order. All-numeric dates whose day and month could swap ("09/06/2025") are
-read by `DatePolicy.order`: `day_first`, `month_first`, or `refuse` (the default: such a span is
-not a date). A year-first date ("2025-06-09", "2025/06/09") is always year-month-day. A stated
+permitted day/month order. A year is four digits, or two at the end of an all-numeric date
+("9/6/25"): beside a month name a two-digit number is a day, never a year ("Apr 1 - Apr 30"
+is no date of 2030). All-numeric dates whose day and month could swap ("09/06/2025") are read
+by `DatePolicy.order`: `day_first`, `month_first`, or `refuse` (the default: such a span is not
+a date). A year-first date ("2025-06-09", "2025/06/09") is always year-month-day. A stated
 weekday that disagrees with the date refuses the span. A `date-time` without an offset takes
 `DatePolicy.timezone` ("Z", "+02:00") when one is set, else the span is refused.
 """
@@ -40,6 +42,8 @@ _NUMERIC = re.compile(
     r"^\d+(?:st|nd|rd|th)?$|^\d+(?:[./\-:]\d+)+(?:t\d+(?::\d+)*)?(?:z|[+-]\d{2}:?\d{2})?$", re.I
 )
 _YEAR_FIRST = re.compile(r"^\d{4}[./\-]")
+_FOUR_DIGITS = re.compile(r"(?<!\d)\d{4}(?!\d)")
+_NUMERIC_DATE = re.compile(r"\d{1,2}([./\-])\d{1,2}\1\d{2}")
 _DEFAULTS = (datetime(1901, 1, 1, 1, 1, 1), datetime(1902, 2, 2, 2, 2, 2))
 _OFFSET = re.compile(r"^(?:Z|[+-]\d{2}:\d{2})$")
 
@@ -98,7 +102,7 @@ def read_date(text: str, fmt: str = "date", policy: DatePolicy | None = None) ->
     if fmt == "duration":
         return iso_duration(text)
     policy = policy or DatePolicy()
-    if not _words_fit(text):
+    if not _words_fit(text) or not _year_written(text):
         return None
     if _YEAR_FIRST.match(text.strip()):
         orders = [(False, True)]  # (dayfirst, yearfirst): ISO and other year-first layouts
@@ -126,6 +130,15 @@ def read_date(text: str, fmt: str = "date", policy: DatePolicy | None = None) ->
     if len(values) != 1:
         return None  # unreadable, or ambiguous between day-first and month-first
     return values.pop()
+
+
+def _year_written(text: str) -> bool:
+    """Whether `text` writes a year: four digits, or the last part of one all-numeric date
+    ("9/6/25"). A lone one- or two-digit number beside a month name is a day ("Apr 1 - Apr 30"
+    is no date of 2030, "Jun 1 - 15" none of 2015)."""
+    if _FOUR_DIGITS.search(text):
+        return True
+    return any(_NUMERIC_DATE.fullmatch(w) for w in re.split(r"[\s,;]+", text.strip()))
 
 
 def _weekday_agrees(text: str, when: datetime) -> bool:

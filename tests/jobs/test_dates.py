@@ -37,6 +37,10 @@ TABLE = [
     ("9 June", (None,) * 3),  # no year
     ("12500", (None,) * 3),
     ("9 June 2025 and 10 June 2025", (None,) * 3),  # two dates are not one
+    ("9/6/25", (None, "2025-06-09", "2025-09-06")),  # two-digit year of an all-numeric date
+    ("1 - Apr 30", (None,) * 3),  # a range's day: no year is written (read as 2030 before)
+    ("Jun 1 - 15", (None,) * 3),
+    ("9 Jun 25", (None,) * 3),  # beside a month name, two digits are a day
 ]
 
 
