@@ -239,8 +239,13 @@ class DocumentSpans:
         self.vocab = vocab
         parts = [document] if isinstance(document, str) else list(document)
         places = list(_span_places(parts, max_words, max_chars))
-        spellings = [*_spell_spans(vocab, parts, places), _encode_all(vocab, ["null"])[0]]
-        self.entries = _distinct(spellings)
+        spelled = _spell_spans(vocab, parts, places)
+        self.entries = _distinct([*spelled, _encode_all(vocab, ["null"])[0]])
+        # what each spelling copies, as the document writes it (its first place)
+        self.written: dict[tuple[int, ...], str] = {}
+        for entry, place in zip(spelled, places, strict=True):
+            if entry is not None:
+                self.written.setdefault(entry[0], place[3])
 
 
 class SpanSlot:
@@ -270,6 +275,9 @@ class SpanSlot:
         fits = [(ids, text) for ids, text in document.entries if len(ids) <= self._length]
         accepted = compiled.spelling.accepts_many([text for _, text in fits])
         kept = [entry for entry, ok in zip(fits, accepted, strict=True) if ok]
+        written = getattr(document, "written", None)
+        if written:
+            kept = [e for e in kept if _writable(compiled, e[1], written.get(e[0]))]
         if not kept:
             raise NoSpan(f"no {document.what} of the document is a value of this question's schema")
         self.values = [text for _, text in kept]  # JSON text of each admissible answer
@@ -335,6 +343,20 @@ class SpanSlot:
         if not self.is_complete():
             raise ValueError("slot is not complete")
         return self.compiled.decode(self.tokens.tolist(), self.filler)
+
+
+def _writable(compiled: CompiledSlot, spelled: str, written: str | None) -> bool:
+    """Whether a span spelled `spelled` (JSON text) can be answered as its document writes it
+    (`written`): the spelling differs from it only in case and accents, or the written text is
+    itself a value of the schema (an answer is given back as written, `jobs.extracted`). A
+    vocabulary that closes up a space ("on 5" spelled "on5") under a schema that refuses the
+    space would otherwise answer text the document never writes."""
+    if written is None or spelled.count(" ") == written.count(" "):
+        return True
+    language = compiled.language
+    if next(language.validator.iter_errors(written), None) is not None:
+        return False
+    return bool(language.accepts(json.dumps(written, ensure_ascii=False)))
 
 
 def _distinct(

@@ -166,6 +166,22 @@ def test_schema_narrows_spans_and_null_stays_an_answer():
     }  # "I" is one letter: the pattern needs two  # fmt: skip
 
 
+def test_a_span_the_vocabulary_closes_up_is_offered_only_if_answerable_as_written():
+    """The uncased WordPiece vocabulary spells "on 5" as "on5" and "Tulsa, OK" as "tulsa,ok".
+    Answers are given back as the document writes them, so under a schema that refuses a
+    space the spelling "on5" is no span of this document (it was answered, and is not in it),
+    while the same spans stay under a schema the written text satisfies."""
+    voc, filler = WORDPIECE_VOCAB
+    doc = "Invoice due on 5 May from Tulsa, OK: ref ab/12."
+    code = compile_slot({"type": "string", "pattern": "^[A-Za-z0-9/,#-]{2,20}$"}, voc)
+    values = {json.loads(v) for v in SpanSlot(code, filler, doc).values}
+    assert "on5" not in values and "tulsa,ok" not in values and "may5" not in values
+    assert {"on", "invoice", "ab/12", "ref"} <= values
+    free = compile_slot({"type": "string", "maxLength": 20}, voc)
+    values = {json.loads(v) for v in SpanSlot(free, filler, doc).values}
+    assert {"on5", "tulsa,ok", "ab/12"} <= values  # given back as "on 5", "Tulsa, OK"
+
+
 def test_no_span_and_wrong_schemas_are_refused():
     voc, filler = vocabulary(GPT2)
     with pytest.raises(NoSpan, match="no span"):
