@@ -27,7 +27,20 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Click's group with Ctrl-C as an abort (exit 3) wherever it lands: a command handles it
+    where it can say more (`run`: the parts written are intact); elsewhere (while torch is
+    imported, a model loads) click would print "Aborted!" and exit 1, the code of a job that
+    finished with failed rows."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _fail("interrupted", EXIT_ABORTED)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="decide")
 def main() -> None:
     """Answer batches of related decision questions about documents with diffusion LMs."""

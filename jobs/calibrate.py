@@ -416,7 +416,7 @@ class ConfidencePlan:
 
 
 def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, Any]:
-    from .output import atomic_write
+    from .output import atomic_write, parquet_writer
 
     parts = sorted((out_dir / "answers").glob("part-*.parquet"))
     if not parts:  # every input row lacked a doc_id: nothing decided, nothing to review
@@ -424,7 +424,7 @@ def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, 
                 "accepted_answers": 0, "expected_accuracy_accepted": None}  # fmt: skip
     scan = pl.scan_parquet(parts).filter(pl.col("status") == "ok")
     queue = scan.filter(pl.col("review")).collect()
-    atomic_write(out_dir / "review.parquet", queue.write_parquet)
+    atomic_write(out_dir / "review.parquet", parquet_writer(queue))
     fields = pl.scan_parquet(parts[0]).collect_schema()["confidence"].to_schema()
     accepted = scan.filter(~pl.col("review")).select(
         pl.concat_list([pl.col("confidence").struct.field(f) for f in fields]).alias("c")

@@ -13,6 +13,7 @@ what a user wants.
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Callable
@@ -60,6 +61,20 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def parquet_writer(frame: pl.DataFrame) -> Callable[[Path], None]:
+    """`atomic_write`'s writer of `frame` as parquet: encoded in memory, then written by Python,
+    so that a failed write (a full disk) is the OSError that aborts the run cleanly; polars
+    reports one as its own ComputeError, often without the reason ("Invalid thrift: transport
+    error")."""
+
+    def write(tmp: Path) -> None:
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer)
+        tmp.write_bytes(buffer.getbuffer())
+
+    return write
 
 
 class OutputDir:
@@ -142,7 +157,7 @@ class OutputDir:
 
     def write_part(self, frame: pl.DataFrame) -> Path:
         path = self.answers / f"part-{self.next_part:05d}.parquet"
-        atomic_write(path, lambda tmp: frame.write_parquet(tmp))
+        atomic_write(path, parquet_writer(frame))
         self.next_part += 1
         return path
 
@@ -171,5 +186,5 @@ class OutputDir:
             errors = pl.DataFrame(
                 {"doc_id": [], "error": []}, schema={"doc_id": pl.String, "error": pl.String}
             )
-        atomic_write(self.path / "errors.parquet", lambda tmp: errors.write_parquet(tmp))
+        atomic_write(self.path / "errors.parquet", parquet_writer(errors))
         return errors.height

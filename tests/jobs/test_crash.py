@@ -124,6 +124,46 @@ def test_write_failure_mid_job_exits_3_and_resumes(setup, monkeypatch) -> None:
     _assert_same(out, root / "reference")
 
 
+def test_a_real_write_failure_of_a_part_exits_3_with_its_reason(setup, tmp_path) -> None:
+    """polars reports a failed parquet write (a full disk, a file-size limit) as its own
+    ComputeError, not an OSError: it printed a traceback and "aborted by an unexpected error".
+    Here a real limit on file size (RLIMIT_FSIZE, no mock) fails the first part."""
+    import resource
+
+    root, base, _ = setup
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000))
+
+    out = tmp_path / "out"
+    failed = subprocess.run([*base, "-o", str(out)], capture_output=True, text=True,
+                            preexec_fn=limited)  # fmt: skip
+    assert failed.returncode == 3, failed.stderr
+    assert "File too large" in failed.stderr and "--resume" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert json.loads((out / "manifest.json").read_text())["status"] == "aborted"
+    subprocess.run([*base, "-o", str(out), "--resume"], check=True, capture_output=True)
+    _assert_same(out, root / "reference")
+
+
+def test_ctrl_c_before_the_job_starts_exits_3(setup, tmp_path, monkeypatch) -> None:
+    """A Ctrl-C that lands while `decide run` is still starting (torch importing, the model
+    loading) is an abort, exit 3, as one during the job is; click's own handler said "Aborted!"
+    and exited 1, the code of a finished job with failed rows."""
+    import logging
+
+    _, base, _ = setup
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(logging, "basicConfig", interrupted)  # the first thing `run` does
+    result = CliRunner().invoke(main, [*base[3:], "-o", str(tmp_path / "out")])
+    assert result.exit_code == 3 and "interrupted" in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_unwritable_output_directory_is_a_usage_error(setup, tmp_path) -> None:
     _, base, _ = setup
     blocker = tmp_path / "not-a-dir"
