@@ -59,6 +59,11 @@ def inspect_inputs(paths: list[Path], columns: InputColumns, need_questions: boo
     """Check every input file's columns; `need_questions` when the spec has no questions."""
     if not paths:
         raise SpecError("no input files given")
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        same = seen.setdefault(path.resolve(), path)
+        if same is not path:
+            raise SpecError(f"{path}: given twice ({same}); each input file is read once")
     schemas = [(p, _schema(p)) for p in paths]
     first_path, first = schemas[0]
     for path, schema in schemas:

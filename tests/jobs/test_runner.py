@@ -196,6 +196,8 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         result = run(inputs, out, spec_name)
         assert result.exit_code == 2, (out, result.output)
         assert message in result.output, (message, result.output)
+    twice = run(docs, "o10", "job", str(docs))  # every row would be its own duplicate
+    assert twice.exit_code == 2 and "given twice" in twice.output, twice.output
     # A usage error found after the output directory was checked leaves nothing in the way.
     bad_model = CliRunner().invoke(main, ["run", str(docs), "-o", str(tmp_path / "o7"), "--spec",
                                           str(tmp_path / "job.json"), "--model", str(tmp_path)])  # fmt: skip
