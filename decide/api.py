@@ -104,6 +104,15 @@ def _questions(questions: Questions) -> list[Question]:
         isinstance(questions, Mapping) and "properties" in questions
     ):
         questions = questions_from_model(questions)
+    if isinstance(questions, JobSpec):
+        raise SpecError("questions: got a whole job spec; pass its questions (spec.questions) "
+                        "and give its decoding options to Decider(...)")  # fmt: skip
+    if isinstance(questions, str | bytes | Mapping) or not all(
+        isinstance(q, Question | Mapping) for q in questions
+    ):
+        got = type(questions).__name__
+        raise SpecError("questions: expected a list of questions (dicts or Question), a "
+                        f"Pydantic model class or an object schema, got {got}")  # fmt: skip
     spec = parse_spec(
         {"questions": [q if isinstance(q, Question) else dict(q) for q in questions]}, "questions"
     )

@@ -21,7 +21,7 @@ from helpers.jobdata import MODEL_TYPES, QUESTIONS, check_output, read_answers, 
 from decide.cli import main
 from decide.engine import load_model
 from decide.jobs.runner import run_job
-from decide.jobs.spec import parse_spec
+from decide.jobs.spec import SpecError, parse_spec
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -292,5 +292,10 @@ def test_python_api(models) -> None:
     many = decider.decide_many({"x": "water in the basement", "y": ""}, QUESTIONS[:2])
     assert [d.doc_id for d in many] == ["x", "y"]
     assert many[0].ok and many[1].error == "document is empty"
+    # A loaded job spec, or one question without its list, says what is expected instead.
+    with pytest.raises(SpecError, match=r"pass its questions \(spec.questions\)"):
+        decider.decide("A car was hit.", parse_spec({"questions": QUESTIONS[:2]}))
+    with pytest.raises(SpecError, match="expected a list of questions"):
+        decider.decide("A car was hit.", QUESTIONS[0])
     loaded = load_model(models["bert"])
     assert loaded.config.family == "bert"
