@@ -68,7 +68,10 @@ def check_questions(
                 slot = compile_slot(schema, vocab, max_tokens=max_tokens, strict=strict)
                 lang = slot.language
                 n = None if slot.values is None else len(slot.values)
-                report = QuestionReport(qid, True, slot.length, n, slot.truncated, kind)
+                # A finite language keeps every value that fits (the ones cut are listed);
+                # only longer spellings of kept values would otherwise say "cut".
+                cut = slot.truncated and (slot.values is None or bool(slot.too_long))
+                report = QuestionReport(qid, True, slot.length, n, cut, kind)
             warnings = tuple(str(w) for w in lang.warnings)
             cuts = tuple(lang.cuts)
             if vocab is not None:

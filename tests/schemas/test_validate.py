@@ -39,6 +39,9 @@ def test_reports_supported_and_refused_questions() -> None:
     assert by_id["ok_enum"].slot_length == 5  # '"yes"' spelled one byte per token
     assert (by_id["bad_format"].pointer, by_id["bad_format"].keyword) == ("/format", "format")
     assert by_id["long_text"].slot_length == 12 and by_id["long_text"].truncated
+    # Every value of a finite schema fits: nothing is cut, though longer (escaped) spellings
+    # of its values are (the table said "longer values cut" of an enum that lost none).
+    assert not by_id["ok_enum"].truncated and "cut" not in render_table([by_id["ok_enum"]])
     assert by_id["typo"].pointer == "/properties/x/minimun"
     table = render_table(reports)
     assert table.splitlines()[0].split() == ["question", "status", "slot", "detail"]
