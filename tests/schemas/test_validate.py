@@ -39,9 +39,14 @@ def test_reports_supported_and_refused_questions() -> None:
     assert by_id["ok_enum"].slot_length == 5  # '"yes"' spelled one byte per token
     assert (by_id["bad_format"].pointer, by_id["bad_format"].keyword) == ("/format", "format")
     assert by_id["long_text"].slot_length == 12 and by_id["long_text"].truncated
-    # Every value of a finite schema fits: nothing is cut, though longer (escaped) spellings
-    # of its values are (the table said "longer values cut" of an enum that lost none).
-    assert not by_id["ok_enum"].truncated and "cut" not in render_table([by_id["ok_enum"]])
+    # Every value of a finite schema fits: nothing is cut, though longer spellings of its
+    # values are (JSON whitespace; the table said "longer values cut" and lost none).
+    wordpiece = Tokenizer.from_file(str(Path(__file__).parents[2] / "decide/model/tokenizer.json"))
+    methods = ["card", "bank_transfer", "cheque", "cash", "direct_debit"]
+    obj = {"type": "object", "additionalProperties": False, "required": ["method", "autopay"],
+           "properties": {"method": {"enum": methods}, "autopay": {"type": "boolean"}}}  # fmt: skip
+    (finite,) = check_questions([("obj", obj)], Vocabulary.from_tokenizer(wordpiece))
+    assert finite.values == 10 and not finite.truncated and "cut" not in render_table([finite])
     assert by_id["typo"].pointer == "/properties/x/minimun"
     table = render_table(reports)
     assert table.splitlines()[0].split() == ["question", "status", "slot", "detail"]
