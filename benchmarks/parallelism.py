@@ -6,9 +6,10 @@ Every document asks 8 questions (one block), drawn from the test split of
 `decide.train.evaluate` (strings case-insensitively, everything else exactly). The baseline is one
 token per step (`max_tokens_per_step=1`: every step commits the single most confident position, and
 finite slots are decided position by position too). Answer tokens are slot positions (value tokens
-and the filler after them, everything the sampler has to decide); a forward pass is one the
-document took part in. The thresholds run without a step cap; the last row is the defaults
-(threshold 0.9, at most 4 steps per block). All settings share one engine (compiled questions
+and the filler after them, everything the sampler has to decide); value tokens are the answers'
+own tokens, filler not counted (what `decide`'s report calls answer tokens); a forward pass is one
+the document took part in. The thresholds run without a step cap; the last row is the defaults
+(threshold 0.9, at most `DEFAULT_MAX_STEPS` steps per block). All settings share one engine (compiled questions
 and mask caches warm) and run on the same documents in the same process.
 
     python benchmarks/parallelism.py                  # 100 documents
@@ -61,7 +62,7 @@ def main() -> None:
     eng = common.engine(loaded, args.batch_size)
     evaluate_synthetic(eng, docs[:4])  # warm-up: compiles the questions, fills mask caches
     settings = [("one token per step", {"max_tokens_per_step": 1})]
-    # The thresholds alone (no step cap), then the defaults (threshold 0.9, at most 4 steps).
+    # The thresholds alone (no step cap), then the defaults (threshold 0.9, the step cap).
     settings += [(f"threshold {t}", {"threshold": t, "max_steps": None}) for t in args.thresholds]
     settings += [(f"defaults (threshold 0.9, max_steps {DEFAULT_MAX_STEPS})", {})]
     rows, baseline = [], None
@@ -74,6 +75,7 @@ def main() -> None:
             [
                 label,
                 f"{report.answer_tokens / report.nfe:.2f}",
+                f"{report.value_tokens / report.nfe:.2f}",
                 f"{report.nfe / len(docs):.1f}",
                 f"{100 * acc:.1f} %",
                 f"{100 * (acc - baseline):+.1f}",
@@ -89,6 +91,7 @@ def main() -> None:
             [
                 "decoding",
                 "answer tokens / forward",
+                "value tokens / forward",
                 "forwards / document",
                 "accuracy",
                 "Δ points vs one token/step",
@@ -102,7 +105,8 @@ def main() -> None:
         )
     )
     print(
-        f"\nAnswer tokens per document: {report.answer_tokens / len(docs):.1f} slot positions. "
+        f"\nAnswer tokens per document: {report.answer_tokens / len(docs):.1f} slot positions, "
+        f"{report.value_tokens / len(docs):.1f} of them value tokens. "
         "Target: ≥ 3 answer tokens per forward with ≤ 1 point accuracy loss."
     )
 

@@ -156,11 +156,12 @@ class CompiledSlot:
                 "answer null",
             )
         # The length a block lays the slot out with first (`new_constraint(first=True)`).
-        self.first_length = (
-            self.length
-            if self.values is not None or self.length <= GROW_FROM
-            else max(GROW_FROM, self.min_length)
-        )
+        if self.value_tokens:  # decided as whole options: laid out as long as the longest
+            self.first_length = min(self.length, 1 + max(len(ids) for ids in self.value_tokens))
+        else:
+            self.first_length = (
+                self.length if self.length <= GROW_FROM else max(GROW_FROM, self.min_length)
+            )
 
     def _spells_not_null(self, language: Language, vocab: Vocabulary, max_tokens: int) -> bool:
         """Whether some value other than null is spelled within `max_tokens` tokens (true too
@@ -461,6 +462,8 @@ class SlotState:
         may have been cut by the layout), else None. The sampler then decides the block again
         with the longer slot (`decide.engine.row_state.RowState.regrow`)."""
         if self._length >= self.compiled.length or not self.is_complete():
+            return None
+        if self.compiled.value_tokens:  # every option fits the layout: nothing was cut
             return None
         if int(self.tokens[-1]) == self.filler:
             return None

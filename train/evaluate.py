@@ -65,7 +65,8 @@ class SyntheticReport:
     checks: int = 0
     failed_rows: int = 0
     nfe: int = 0
-    answer_tokens: int = 0
+    answer_tokens: int = 0  # slot positions, filler included
+    value_tokens: int = 0  # of those, the positions holding a value's token
     seconds: float = 0.0
 
 
@@ -146,7 +147,7 @@ def evaluate_synthetic(
             items.extend(Item((i, q.id), text, [q]) for q in compiled)
     decided = _decide(engine, items)
     answers: list[dict[str, Any] | None] = []
-    nfe = tokens = 0
+    nfe = tokens = values = 0
     for i, (_, questions, _) in enumerate(docs):
         keys = [(i, None)] if joint else [(i, q["id"]) for q in questions]
         merged: dict[str, Any] | None = {}
@@ -154,13 +155,14 @@ def evaluate_synthetic(
             d = decided[key]
             nfe += d.nfe
             tokens += d.answer_tokens
+            values += d.value_tokens
             if d.ok and merged is not None:
                 merged.update(d.answers or {})
             else:
                 merged = None
         answers.append(merged)
     report = score_synthetic(docs, answers)
-    report.nfe, report.answer_tokens = nfe, tokens
+    report.nfe, report.answer_tokens, report.value_tokens = nfe, tokens, values
     report.seconds = time.monotonic() - started
     return report
 

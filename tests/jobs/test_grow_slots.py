@@ -45,3 +45,34 @@ def test_short_slots_grow_for_long_values_and_answers_stay_valid(model_type, tin
     short = sum(d.answer_tokens for d in runs[True].values())
     whole = sum(d.answer_tokens for d in runs[False].values())
     assert short < whole
+
+
+FINITE = [
+    {"id": "ok", "text": "Is it ok?", "schema": {"type": "boolean"}},
+    {"id": "kind", "text": "Which kind?", "schema": {"enum": ["alpha", "beta gamma", "delta"]}},
+]
+
+
+def test_finite_slots_are_laid_out_one_past_their_longest_option(tiny_checkpoint) -> None:
+    """A finite slot (decided as one whole option) is laid out one position past its longest
+    option, not as long as its longest spelling ("true" is one token, spelled letter by letter
+    four): the other positions could only ever hold filler. The one filler position left after
+    the longest option tells the other slots where an option ended, as in training. No finite
+    slot regrows: every decision spends exactly the short layout."""
+    loaded = load_model(tiny_checkpoint("llada", init_std=0.2))
+    engine = DecisionEngine(loaded, batch_size=4)
+    questions = engine.questions([Question.model_validate(q) for q in FINITE])
+    for q in questions:
+        longest = max(len(ids) for ids in q.slot.value_tokens)
+        assert q.slot.first_length == longest + 1 < q.slot.length, (q.id, q.slot.length)
+    items = [Item(i, f"Document {i}: an alpha, maybe a delta.", questions) for i in range(6)]
+    runs = {}
+    for grow in (True, False):
+        engine.set_decoding(Decoding(grow_slots=grow))
+        runs[grow] = list(engine.decide(items))
+        for d in runs[grow]:
+            assert d.ok, d.error
+            engine.questions(questions).validator().validate(d.answers)
+    short = sum(q.slot.first_length for q in questions)
+    assert all(d.answer_tokens == short for d in runs[True])  # nothing regrew
+    assert all(d.answer_tokens == sum(q.slot.length for q in questions) for d in runs[False])
