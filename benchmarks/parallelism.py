@@ -9,8 +9,8 @@ finite slots are decided position by position too). Answer tokens are slot posit
 and the filler after them, everything the sampler has to decide); value tokens are the answers'
 own tokens, filler not counted (what `decide`'s report calls answer tokens); a forward pass is one
 the document took part in. The thresholds run without a step cap; the last row is the defaults
-(threshold 0.9, at most `DEFAULT_MAX_STEPS` steps per block). All settings share one engine (compiled questions
-and mask caches warm) and run on the same documents in the same process.
+(threshold 0.9, at most `DEFAULT_MAX_STEPS` steps per block). All settings share one engine
+(compiled questions and mask caches warm) and run on the same documents in the same process.
 
     python benchmarks/parallelism.py                  # 100 documents
     python benchmarks/parallelism.py --docs 20 --thresholds 0.9

@@ -26,7 +26,16 @@ import celpy
 
 from decide.schemas.rules import MAX_ASSIGNMENTS, ValueRule
 
-from .derive import CelType, DeriveError, _cel_message, _Checker, _idents, cel_inputs, schema_type
+from .derive import (
+    CelType,
+    DeriveError,
+    _cel_message,
+    _Checker,
+    _idents,
+    cel_inputs,
+    number_inputs,
+    schema_type,
+)
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,6 @@ def plan_checks(
             raise DeriveError(where, f"{rule!r}: type error: {exc}") from exc
         if result.base != "bool":
             raise DeriveError(where, f"{rule!r} gives {result}, a rule must give a bool")
-        doubles = frozenset(n for n, t in env_types.items() if t.base == "double")
-        checks.append(Check(i, rule, message, env.program(tree), tuple(sorted(names)), doubles))
+        inputs = tuple(sorted(names))
+        checks.append(Check(i, rule, message, env.program(tree), inputs, number_inputs(env_types)))
     return CheckPlan(checks)

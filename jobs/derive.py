@@ -311,6 +311,11 @@ def cel_inputs(
     return {i: _to_cel(answers[i], i in doubles) for i in inputs}
 
 
+def number_inputs(env: Mapping[str, CelType]) -> frozenset[str]:
+    """The inputs an expression was type-checked to read as doubles (`cel_inputs`)."""
+    return frozenset(name for name, t in env.items() if t.base == "double")
+
+
 def _to_cel(value: Any, double: bool = False) -> Any:
     if isinstance(value, bool):
         return celtypes.BoolType(value)
@@ -412,9 +417,8 @@ def plan_derived(questions: Sequence[tuple[str, Any, str | None]]) -> DerivePlan
                 asked[a] = None
         asked_of[qid] = tuple(asked)
         program = env.program(tree)
-        doubles = frozenset(n for n, t in env_types.items() if t.base == "double")
         plans.append(Derived(qid, derive, program, tuple(sorted(names)), tuple(asked),
-                             own.nullable, own, doubles))  # fmt: skip
+                             own.nullable, own, number_inputs(env_types)))  # fmt: skip
     return DerivePlan(plans)
 
 

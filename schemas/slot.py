@@ -156,12 +156,12 @@ class CompiledSlot:
                 "answer null",
             )
         # The length a block lays the slot out with first (`new_constraint(first=True)`).
-        if self.value_tokens:  # decided as whole options: laid out as long as the longest
+        if self.value_tokens:  # decided as whole options: one position past the longest
             self.first_length = min(self.length, 1 + max(len(ids) for ids in self.value_tokens))
+        elif self.values is not None or self.length <= GROW_FROM:
+            self.first_length = self.length
         else:
-            self.first_length = (
-                self.length if self.length <= GROW_FROM else max(GROW_FROM, self.min_length)
-            )
+            self.first_length = max(GROW_FROM, self.min_length)
 
     def _spells_not_null(self, language: Language, vocab: Vocabulary, max_tokens: int) -> bool:
         """Whether some value other than null is spelled within `max_tokens` tokens (true too
