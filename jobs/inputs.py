@@ -21,9 +21,13 @@ from .spec import InputColumns, SpecError
 
 ROW = "__decide_row"
 FILE = "__decide_file"
+# Every column decide writes into an answers part (`runner._frame`, and `raw_confidence` /
+# `review` of a calibrated run, `calibrate.ConfidencePlan.frame`): an input column of one of these
+# names is refused rather than overwritten (tests/jobs/test_output_columns.py checks the list).
 OUTPUT_COLUMNS = (
-    "doc_id", "status", "error", "answers", "answers_json", "confidence", "nfe", "truncated",
-    "model_fingerprint", "spec_fingerprint", "windows", "evidence", "withheld_json",
+    "doc_id", "status", "error", "answers", "answers_json", "confidence", "nfe", "value_tokens",
+    "filler_tokens", "truncated", "model_fingerprint", "spec_fingerprint", "error_kind",
+    "partial", "errors", "windows", "evidence", "withheld_json", "raw_confidence", "review",
 )  # fmt: skip
 
 
