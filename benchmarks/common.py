@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from decide.engine import load_model
 from decide.engine.loader import LoadedModel
@@ -33,7 +32,7 @@ from decide.engine.random_checkpoint import write_random_checkpoint
 from decide.jobs.decisions import DecisionEngine, Item
 from decide.jobs.models import bundled_model_path
 from decide.jobs.questions import CompiledQuestion, special_ids
-from decide.jobs.spec import Decoding, Question
+from decide.jobs.spec import Decoding, Question, read_yaml
 from decide.schemas import Vocabulary
 from decide.train import synthetic
 
@@ -124,7 +123,7 @@ def decoding_settings(pairs: Sequence[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"--decoding {pair!r}: expected KEY=VALUE, e.g. max_steps=2")
-        settings[key] = yaml.safe_load(value)
+        settings[key] = read_yaml(value)
     Decoding(**settings)  # unknown keys and bad values stop here, with pydantic's message
     return settings
 

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -22,6 +21,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from ruamel.yaml import YAML, YAMLError
 
 QUESTION_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 MAX_QUESTIONS = 256  # per document; more than 8 are split into balanced blocks
@@ -387,6 +387,22 @@ def check_derived(questions: list[Question], origin: str) -> None:
         raise SpecError(f"{origin}: {exc}") from exc
 
 
+def read_yaml(text: str) -> Any:
+    """YAML as version 1.2 reads it (ruamel.yaml's safe loader): `yes`, `no`, `on` and `off` are
+    strings, as a user writing `enum: [yes, no, not_mentioned]` means them (PyYAML follows YAML
+    1.1 and makes them booleans), only `true` / `false` are booleans, and a key given twice is
+    an error instead of the last one silently winning."""
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def _problem(exc: Exception) -> str:
+    """A YAML error as its problem and where (ruamel's own text adds a page of advice)."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem is None or mark is None:
+        return str(exc)
+    return f"{problem}, line {mark.line + 1}, column {mark.column + 1}"
+
+
 def load_spec(path: str | Path) -> JobSpec:
     """Read a JSON or YAML job spec file."""
     path = Path(path)
@@ -397,10 +413,10 @@ def load_spec(path: str | Path) -> JobSpec:
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text") from exc
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = json.loads(text) if path.suffix == ".json" else read_yaml(text)
+    except (json.JSONDecodeError, YAMLError) as exc:
         raise SpecError(
-            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})"
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({_problem(exc)})"
         ) from exc
     return parse_spec(data, str(path))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from decide.jobs.spec import SpecError, load_spec, parse_questions, parse_spec
+from decide.jobs.spec import SpecError, load_spec, parse_questions, parse_spec, read_yaml
 
 QUESTION = {"id": "eligible", "text": "Is it eligible?", "schema": {"type": "boolean"}}
 
@@ -148,10 +148,30 @@ def test_per_row_questions_take_schema_as_json_text() -> None:
 def test_the_readme_spec_example_is_a_valid_spec() -> None:
     import re
 
-    import yaml
-
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "decoding:" in b]
     assert len(blocks) == 1
-    spec = parse_spec(yaml.safe_load(blocks[0]), "README.md")
+    spec = parse_spec(read_yaml(blocks[0]), "README.md")
     assert {"arbitration", "over_limit"} <= {q.id for q in spec.questions}
+    # Read as its writer means it: `yes` and `no` are the enum's strings, not booleans.
+    arbitration = next(q for q in spec.questions if q.id == "arbitration")
+    assert arbitration.schema_ == {"enum": ["yes", "no", "not_mentioned"]}
+
+
+def test_yaml_specs_are_read_as_yaml_1_2(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "questions:\n"
+        "  - {id: a, text: A?, schema: {enum: [yes, no, on, off]}}\n"
+        "  - {id: b, text: B?, schema: {type: boolean}, absent: false}\n"
+        "decoding: {grow_slots: true}\n"
+    )
+    spec = load_spec(path)
+    assert spec.questions[0].schema_ == {"enum": ["yes", "no", "on", "off"]}
+    assert spec.questions[1].absent is False
+    path.write_text("questions:\n  - {id: a, text: A?, schema: {type: string}}\nquestions: []\n")
+    with pytest.raises(
+        SpecError,
+        match=r"job.yaml: not valid YAML \(found duplicate key \"questions\" .*line 3, column 1\)",
+    ):
+        load_spec(path)
