@@ -6,10 +6,15 @@ error; 3 aborted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +32,71 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.exit(code)
 
 
+def log_warnings() -> None:
+    """Warnings and errors of every logger to stderr, nothing below: the handler filters too,
+    since a library may set its own logger to DEBUG (bm25s does, at import) and its records
+    would pass a root logger's level. Leaves logging alone where handlers are set already."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `kill`, container runtimes and batch schedulers send), raised where the
+    process is, as Ctrl-C raises `KeyboardInterrupt`: the same clean abort."""
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """While a command runs: SIGTERM stops it as Ctrl-C does (the job records `aborted` and keeps
+    the decisions made, exit 3); a second SIGINT or SIGTERM while that abort is saving exits at
+    once with exit 3 (parts and manifest are written atomically, so what is on disk stays
+    readable) instead of a traceback from wherever the second one landed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    received = []
+
+    def stop(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            sys.stderr.write(
+                "error: interrupted again; exiting now (parts written so far are intact, rerun "
+                "with --resume)\n"
+            )
+            sys.stderr.flush()
+            os._exit(EXIT_ABORTED)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 class _Commands(click.Group):
-    """Click's group with Ctrl-C as an abort (exit 3) wherever it lands: a command handles it
-    where it can say more (`run`: the parts written are intact); elsewhere (while torch is
-    imported, a model loads) click would print "Aborted!" and exit 1, the code of a job that
-    finished with failed rows."""
+    """Click's group with Ctrl-C (and SIGTERM, `_stop_signals`) as an abort (exit 3) wherever it
+    lands: a command handles it where it can say more (`run`: the parts written are intact);
+    elsewhere (while torch is imported, a model loads) click would print "Aborted!" and exit 1,
+    the code of a job that finished with failed rows."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            _fail("interrupted", EXIT_ABORTED)
+        with _stop_signals():
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt as exc:
+                _fail(_stopped(exc), EXIT_ABORTED)
+
+
+def _stopped(exc: KeyboardInterrupt) -> str:
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -233,7 +292,7 @@ def run(
     from decide.jobs.spec import SpecError, load_spec, parse_spec
     from decide.report import write_report
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log_warnings()
     try:
         spec = load_spec(spec_path) if spec_path else parse_spec({}, "defaults")
         changes = {}
@@ -276,8 +335,10 @@ def run(
     except OutputError as exc:
         _fail(f"{exc}; parts written so far are intact, rerun with --resume", EXIT_ABORTED)
         return
-    except KeyboardInterrupt:
-        _fail("interrupted; parts written so far are intact, rerun with --resume", EXIT_ABORTED)
+    except KeyboardInterrupt as exc:
+        _fail(
+            f"{_stopped(exc)}; parts written so far are intact, rerun with --resume", EXIT_ABORTED
+        )
         return
     except Exception:  # report any bug with its traceback, then exit 3
         traceback.print_exc()

@@ -151,17 +151,68 @@ def test_ctrl_c_before_the_job_starts_exits_3(setup, tmp_path, monkeypatch) -> N
     """A Ctrl-C that lands while `decide run` is still starting (torch importing, the model
     loading) is an abort, exit 3, as one during the job is; click's own handler said "Aborted!"
     and exited 1, the code of a finished job with failed rows."""
-    import logging
+    import decide.cli
 
     _, base, _ = setup
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(logging, "basicConfig", interrupted)  # the first thing `run` does
+    monkeypatch.setattr(decide.cli, "log_warnings", interrupted)  # the first thing `run` does
     result = CliRunner().invoke(main, [*base[3:], "-o", str(tmp_path / "out")])
     assert result.exit_code == 3 and "interrupted" in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+def _stop_after_a_part(base: list[str], out: Path, *signals: signal.Signals):
+    """Run `base` into `out`, send `signals` once its first part is written; the finished run."""
+    proc = subprocess.Popen([*base, "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list((out / "answers").glob("part-*.parquet")):
+        time.sleep(0.02)
+    for sig in signals:
+        os.kill(proc.pid, sig)
+    _, stderr = proc.communicate(timeout=300)
+    return proc.returncode, stderr
+
+
+def test_sigterm_aborts_as_ctrl_c_does_and_resumes(setup, tmp_path) -> None:
+    """SIGTERM (kill, docker stop, a batch scheduler's time limit) killed the process at once:
+    no exit 3, no message, and a manifest saying `running` for ever. Now it stops the job as
+    Ctrl-C does, keeping the decisions made."""
+    root, base, _ = setup
+    out = tmp_path / "out"
+    code, stderr = _stop_after_a_part(base, out, signal.SIGTERM)
+    assert code == 3, stderr
+    assert "terminated (SIGTERM); parts written so far are intact" in stderr
+    assert "Traceback" not in stderr
+    assert json.loads((out / "manifest.json").read_text())["status"] == "aborted"
+    subprocess.run([*base, "-o", str(out), "--resume"], check=True, capture_output=True)
+    _assert_same(out, root / "reference")
+
+
+def test_a_second_interrupt_exits_at_once_with_3(setup, tmp_path) -> None:
+    """Ctrl-C twice: the second one landed inside the first one's clean-up and printed a
+    traceback from wherever it fell, or killed the process (exit -2). Now it exits 3 at once;
+    what is on disk is written atomically and resumes."""
+    root, base, _ = setup
+    out = tmp_path / "out"
+    code, stderr = _stop_after_a_part(base, out, signal.SIGINT, signal.SIGINT)
+    assert code == 3, stderr
+    assert "Traceback" not in stderr and "intact" in stderr
+    subprocess.run([*base, "-o", str(out), "--resume"], check=True, capture_output=True)
+    _assert_same(out, root / "reference")
+
+
+def test_library_debug_logs_stay_off_stderr() -> None:
+    """bm25s (long documents' `top_k`) sets its own logger to DEBUG at import: every document
+    printed "DEBUG bm25s: Building index from tokens" under `decide run`."""
+    code = (
+        "import logging, bm25s; from decide.cli import log_warnings; log_warnings(); "
+        "logging.getLogger('bm25s').debug('noise'); logging.getLogger('decide').warning('kept')"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stderr == "WARNING decide: kept\n"
 
 
 def test_unwritable_output_directory_is_a_usage_error(setup, tmp_path) -> None:
