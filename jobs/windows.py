@@ -38,8 +38,17 @@ DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident be
 ENFORCE_TRIES = 256  # choices tried, best first, to satisfy rules checked after decoding
 
 # Where a unit ends: after a blank line, a line break, or a sentence's final punctuation (with
-# closing quotes or brackets) followed by whitespace. A cut lies after the whitespace.
-BOUNDARY = re.compile(r"\n\s*|[.!?;:][\"'’”)\]]*\s+")
+# closing quotes or brackets). ASCII . ! ? ; : (and the ellipsis …) end a sentence only when
+# whitespace follows, so "3.5" and "e.g.x" stay whole; the full-width terminators of Chinese and
+# Japanese (。｡！？；：), the Devanagari danda (। ॥), the Arabic question mark ؟ and the Urdu full
+# stop ۔ end one without (those scripts write none after them), and so does an ellipsis right
+# after a Chinese or Japanese character ("……"). A cut lies after any whitespace that follows.
+_CLOSE = "\"'’”)\\]»›」』）］｝〉》】〕〗〙〛〞〟＂＇"
+_WIDE = "。｡！？；：।॥؟۔"
+_CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff9f\uac00-\ud7af"
+BOUNDARY = re.compile(
+    rf"\n\s*|[.!?;:…][{_CLOSE}]*\s+|(?:[{_WIDE}]|(?<=[{_CJK}])…)[{_WIDE}…]*[{_CLOSE}]*\s*"
+)
 
 
 class WindowError(ValueError):

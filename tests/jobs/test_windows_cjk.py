@@ -1,0 +1,65 @@
+"""Sentence boundaries of scripts written without a space after a sentence (`jobs.windows`):
+full-width terminators of Chinese and Japanese, with closing quotes or brackets after them, end a
+sentence, so windows of a long document are cut between sentences, not inside a word; ASCII
+punctuation still needs whitespace after it."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from decide.jobs.windows import boundaries, segment, token_starts
+
+JAPANESE = (
+    "本契約は賃貸人と賃借人の間で締結される。賃借人は毎月末日までに家賃を支払うものとする！"
+    "建物の修繕は賃貸人の負担とするか？ペットの飼育は禁止する。「契約期間は二年間とする。」"
+    "更新については別途協議する；解約の通知は書面で行う："
+) * 12
+CHINESE = (
+    "本合同由出租人与承租人签订。承租人应于每月月底前支付租金！房屋维修由出租人负责吗？"
+    "禁止饲养宠物。他说：“合同期限为两年。”续约事宜另行协商；『解除合同须书面通知。』"
+) * 12
+TERMINATORS = "。！？；："
+CLOSERS = "」』”"
+
+
+def chars(text: str) -> list[tuple[int, int]]:
+    """A tokenizer's offsets: one token per non-space character (no space to cut CJK at)."""
+    return [m.span() for m in re.finditer(r"\S", text)]
+
+
+def ends_a_sentence(text: str, cut: int) -> bool:
+    before = text[:cut].rstrip().rstrip(CLOSERS)
+    return before[-1] in TERMINATORS
+
+
+@pytest.mark.parametrize("text", [JAPANESE, CHINESE], ids=["japanese", "chinese"])
+def test_cjk_windows_are_cut_after_sentence_terminators(text: str) -> None:
+    starts = token_starts(chars, text)
+    windows = segment(text, starts, budget=60, overlap=15)
+    assert len(windows) > 5
+    covered: set[int] = set()
+    for w in windows:
+        assert w.tokens <= 60
+        assert w.start == 0 or ends_a_sentence(text, w.start), text[w.start - 5 : w.start + 5]
+        assert w.end == len(text) or ends_a_sentence(text, w.end), text[w.end - 5 : w.end + 5]
+        covered.update(range(*np.searchsorted(starts, [w.start, w.end]).tolist()))
+    assert covered == set(range(len(starts)))
+
+
+def test_full_width_terminators_and_closers_end_a_sentence() -> None:
+    text = "彼は「行く。」と言った！本当？はい……そう。यह है।अब هنا؟نعم۔ok"
+    cuts = boundaries(text)
+    units = [text[a:b] for a, b in zip(cuts, [*cuts[1:], len(text)], strict=True)]
+    assert units == ["彼は「行く。」", "と言った！", "本当？", "はい……", "そう。", "यह है।", "अब هنا؟", "نعم۔", "ok"]  # fmt: skip
+    # an ASCII decimal or abbreviation inside Japanese text is no sentence end, 。 is
+    assert boundaries("価格は3.5ドル、e.g.xも同じ。次") == [0, len("価格は3.5ドル、e.g.xも同じ。")]
+
+
+def test_ascii_decimals_and_abbreviations_are_not_boundaries() -> None:
+    text = "Version 3.5 costs $2.50, e.g.x or i.e.y apply.Next one. Done"
+    cuts = boundaries(text)
+    assert [text[c:] for c in cuts[1:]] == ["Done"]
+    assert boundaries("1…10 items") == [0]  # an ellipsis between digits is no sentence end
