@@ -7,14 +7,18 @@
     >>> d.answers["eligible"], d.confidence["eligible"]
 
 `decide` raises `DecisionError` (with a `FailureKind` in `.kind`) when its one document cannot
-be decided. `decide_many` decides many documents against the same questions, batched, and returns
-the decisions in input order: a document that cannot be decided comes back with
-`status == "error"`, a `kind` and a reason instead of raising. Every answer is valid against its
-schema; a question with `derive:` is computed from the other answers, never asked.
+be decided (`None`, a null document, is one that cannot). `decide_many` decides many documents
+against the same questions, batched, and returns the decisions in input order: a document that
+cannot be decided comes back with `status == "error"`, a `kind` and a reason instead of raising.
+Every answer is valid against its schema; a question with `derive:` is computed from the other
+answers, never asked. A document that is neither a `str` nor `None`, or one string given to
+`decide_many`, raises `TypeError`. `run_job` takes a `JobSpec` or a spec file's path, and `str`
+or `os.PathLike` paths.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -169,7 +173,9 @@ class Decider:
         """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when
         it cannot be decided. A partial decision (`partial`, see `errors`) is returned.
         `questions` may also be a Pydantic model class or an object schema: one question per
-        property (`questions_from_model`)."""
+        property (`questions_from_model`). A document that is neither a `str` nor `None` (a
+        null document, which cannot be decided) raises `TypeError`."""
+        _check_document(document, "decide: document")
         decision = self.decide_many([document], questions)[0]
         if not decision.ok:
             kind = decision.kind or FailureKind.internal_error
@@ -184,13 +190,28 @@ class Decider:
         questions: Questions,
     ) -> list[Decision]:
         """Decide many documents against the same questions; decisions come back in input
-        order (a mapping's keys become the decisions' `doc_id`, else the position)."""
-        compiled = self._compile(questions)
+        order (a mapping's keys become the decisions' `doc_id`, else the position). One string
+        instead of many documents, or a document that is neither a `str` nor `None`, raises
+        `TypeError`."""
+        if isinstance(documents, str | bytes | bytearray):
+            raise TypeError(
+                "decide_many: takes an iterable or a mapping of documents, not one "
+                f"{type(documents).__name__} (it would decide each character as a document); "
+                "use decide(document, questions) for a single document, or pass [document]"
+            )
+        if not isinstance(documents, Iterable):
+            raise TypeError(
+                "decide_many: documents must be an iterable or a mapping of str, got "
+                f"{type(documents).__name__}"
+            )
         pairs = (
             list(documents.items())
             if isinstance(documents, Mapping)
             else list(enumerate(documents))
         )
+        for key, text in pairs:
+            _check_document(text, f"decide_many: document {key!r}")
+        compiled = self._compile(questions)
         by_id = {
             d.doc_id: d
             for d in self.engine.decide(Item(key, text, compiled) for key, text in pairs)
@@ -202,12 +223,92 @@ class Decider:
         return decisions
 
 
+def _check_document(document: Any, what: str) -> None:
+    """A document is text (`str`); `None` is a null document (decided as an error row, as a
+    null in a parquet job); anything else is a mistake in the caller's code."""
+    if document is not None and not isinstance(document, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(
+            document, bytes | bytearray) else ""  # fmt: skip
+        raise TypeError(f"{what} must be a str, got {type(document).__name__}{hint}")
+
+
+PathLike = str | os.PathLike
+
+
+def _path(value: Any, what: str) -> Path:
+    if isinstance(value, str | os.PathLike):
+        if value == "":
+            raise ValueError(f"run_job: {what} is an empty path")
+        return Path(value)
+    raise TypeError(f"run_job: {what} must be a path (str or os.PathLike), got "
+                    f"{type(value).__name__}")  # fmt: skip
+
+
+def _input_paths(inputs: Any) -> list[Path]:
+    """`inputs` as the runner takes them: one path, or a sequence of paths."""
+    if isinstance(inputs, str | os.PathLike):
+        return [_path(inputs, "inputs")]
+    if isinstance(inputs, bytes | bytearray | Mapping) or not isinstance(inputs, Iterable):
+        raise TypeError("run_job: inputs must be a path (str or os.PathLike) or a sequence of "
+                        f"paths, got {type(inputs).__name__}")  # fmt: skip
+    return [_path(p, f"inputs[{i}]") for i, p in enumerate(inputs)]
+
+
+def _job_spec(spec: Any) -> JobSpec:
+    if isinstance(spec, JobSpec):
+        return spec
+    if isinstance(spec, str | os.PathLike):
+        return load_spec(spec)  # a path to a spec file, as `decide run --spec` takes
+    raise TypeError("run_job: spec must be a JobSpec (load_spec('job.yaml')) or a path to a "
+                    f"spec file, got {type(spec).__name__}")  # fmt: skip
+
+
+# Options `decide run` bounds (`--batch-size`, `--part-rows`): at least 1.
+COUNT_OPTIONS = ("batch_size", "part_rows")
+
+
+def _api_words(message: str) -> str:
+    """A runner error message in the Python API's words (arguments, not command-line flags)."""
+    message = api_message(message)
+    for flag, argument in (
+        ("--resume", "resume=True"),
+        ("--force-calibration", "force_calibration=True"),
+        ("--calibration and --review-below", "calibration and review_below in the spec"),
+    ):
+        message = message.replace(flag, argument)
+    return message
+
+
 def run_job(
-    spec: JobSpec, inputs: list[Path], output: Path, *, report: bool = True, **options: Any
+    spec: JobSpec | PathLike,
+    inputs: PathLike | Sequence[PathLike],
+    output: PathLike,
+    *,
+    report: bool = True,
+    **options: Any,
 ) -> JobResult:
     """Decide every row of `inputs` into `output` (`decide.jobs.runner.run_job`, same options),
-    then write report.json and report.html as `decide run` does (unless `report=False`)."""
-    result = runner.run_job(spec, inputs, output, **options)
+    then write report.json and report.html as `decide run` does (unless `report=False`).
+    `spec` is a `JobSpec` or the path of a spec file (`load_spec`); `inputs` one path or a
+    sequence of paths; paths are `str` or `os.PathLike`. Arguments of the wrong type raise
+    `TypeError`, `batch_size` or `part_rows` below 1 `ValueError`, and the runner's usage errors
+    `SpecError` (a `ValueError`) in the API's words (`resume=True`, not `--resume`)."""
+    spec = _job_spec(spec)
+    paths, output = _input_paths(inputs), _path(output, "output")
+    for name in COUNT_OPTIONS:
+        if name not in options:
+            continue
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"run_job: {name} must be an int, got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"run_job: {name} must be at least 1, got {value}")
+    try:
+        result = runner.run_job(spec, paths, output, **options)
+    except SpecError as exc:
+        if len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc.args = (_api_words(exc.args[0]),)  # same error (and type), the API's words
+        raise
     if report:
         write_report(output)
     return result

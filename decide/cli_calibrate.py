@@ -8,8 +8,9 @@ equal-mass bins), Brier score and accuracy over the matched answers, the `absent
 question with an absent value would best take (`jobs.calibrate.suggest_absent_below`), and
 writes the calibration file (`schemas/calibration.schema.json`). The "after" figures are
 in-sample (measured on the answers the maps were fitted to); measure on held-out rows for an
-honest figure (`benchmarks/calibration.py` does). Exits 2 on usage errors or when no gold
-answer is usable.
+honest figure (`benchmarks/calibration.py` does). Exits 2 on usage errors, when a doc_id has
+more than one gold row (the error names the first few and their rows), or when no gold answer is
+usable.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ confidences: `raw_confidence` where the job was itself calibrated, else `confide
 parquet (`doc_id` + `gold`, the JSON text of the decision object, as `decide train` reads it),
 marks every answer right or wrong (strings case-insensitively, everything else exactly), fits the
 maps of `jobs.calibration` and returns the calibration document, checked against
-`schemas/calibration.schema.json`, carrying the job's model and spec fingerprints. Gold rows
+`schemas/calibration.schema.json`, carrying the job's model and spec fingerprints. A gold file
+with a doc_id on more than one row is refused (`SpecError` naming the ids and rows). Gold rows
 whose id is not in the job, whose job row failed, whose gold is not a JSON object, or whose
 gold value is invalid against the question's schema are skipped with one message each, never
 fatal. `ConfidencePlan` is the run side: it loads a calibration file (refusing one fitted for
@@ -105,6 +106,37 @@ class Labels:
         return conf, right, qids
 
 
+DUPLICATES_NAMED = 5  # duplicated gold doc ids an error names; the rest are counted
+
+
+def refuse_duplicate_ids(gold: pl.DataFrame, gold_path: Path) -> None:
+    """Raise `SpecError` when a doc_id has more than one gold row, naming the first few ids and
+    their rows (numbered from 0, as the skipped-row messages are): counting such a row twice
+    would weigh its answers double, and two different golds for one document are a mistake that
+    no choice between them would fix. Null ids are left to be skipped (not in the job)."""
+    repeated = (
+        gold.select("doc_id")
+        .with_row_index("row")
+        .drop_nulls("doc_id")
+        .group_by("doc_id", maintain_order=True)
+        .agg(pl.col("row"))
+        .filter(pl.col("row").list.len() > 1)
+        .rows()
+    )
+    if not repeated:
+        return
+    named = "; ".join(
+        f"doc_id {doc_id!r} at rows {', '.join(map(str, where))}"
+        for doc_id, where in repeated[:DUPLICATES_NAMED]
+    )
+    more = len(repeated) - DUPLICATES_NAMED
+    named += f"; and {more} more doc_id{'s' if more > 1 else ''}" if more > 0 else ""
+    raise SpecError(
+        f"{gold_path}: {len(repeated)} doc_id{'s' if len(repeated) > 1 else ''} with more than "
+        f"one gold row ({named}); keep one gold row per document"
+    )
+
+
 def collect_labels(
     out_dir: Path, gold_path: Path, gold_column: str = "gold"
 ) -> tuple[Labels, dict]:
@@ -120,6 +152,7 @@ def collect_labels(
     for column in ("doc_id", gold_column):
         if column not in gold.columns:
             raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
+    refuse_duplicate_ids(gold, gold_path)
     names = pl.scan_parquet(parts[0]).collect_schema().names()
     conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
     columns = ["doc_id", "status", "answers_json", conf_col]

@@ -85,20 +85,21 @@ def job(tiny_checkpoint, tmp_path_factory) -> dict:
     result = CliRunner().invoke(main, [*args, "-o", str(where / "raw")])
     assert result.exit_code == 0, result.output
     answers = read_answers(where / "raw")
-    # Gold: the job's own answers, a third of them made wrong, and four bad rows.
+    # Gold: the job's own answers, a third of them made wrong, three bad ones (one gold row per
+    # doc id: duplicates are refused) and a row for a document not in the job.
+    bad = {
+        "doc-00001": "not json",
+        "doc-00002": json.dumps({"kind": "boat", "eligible": True}),
+        "doc-00003": "[1, 2]",
+    }
     rows = []
     for i, row in enumerate(answers.iter_rows(named=True)):
         gold = json.loads(row["answers_json"])
         if i % 3 == 0:
             gold["eligible"] = not gold["eligible"]
             gold["kind"] = "travel" if gold["kind"] != "travel" else "auto"
-        rows.append({"doc_id": row["doc_id"], "gold": json.dumps(gold)})
-    rows += [
-        {"doc_id": "no-such-doc", "gold": "{}"},
-        {"doc_id": "doc-00001", "gold": "not json"},
-        {"doc_id": "doc-00002", "gold": json.dumps({"kind": "boat", "eligible": True})},
-        {"doc_id": "doc-00003", "gold": "[1, 2]"},
-    ]
+        rows.append({"doc_id": row["doc_id"], "gold": bad.get(row["doc_id"], json.dumps(gold))})
+    rows += [{"doc_id": "no-such-doc", "gold": "{}"}]
     pl.DataFrame(rows).write_parquet(where / "gold.parquet")
     return {"where": where, "args": args, "answers": answers}
 
@@ -109,9 +110,10 @@ def test_decide_calibrate_skips_bad_rows_with_a_message(job: dict) -> None:
                                        "-o", str(where / "calibration.json")])  # fmt: skip
     assert result.exit_code == 0, result.output
     for needle in (f"row {DOCS} (doc_id 'no-such-doc'): skipped, doc_id not in the job",
-                   f"row {DOCS + 1} (doc_id 'doc-00001'): skipped, gold is not JSON text",
-                   "gold for 'kind' skipped, invalid against the question schema",
-                   f"row {DOCS + 3} (doc_id 'doc-00003'): skipped, gold is not a JSON object"):  # fmt: skip
+                   "row 1 (doc_id 'doc-00001'): skipped, gold is not JSON text",
+                   "row 2 (doc_id 'doc-00002'): gold for 'kind' skipped, invalid against the "
+                   "question schema",
+                   "row 3 (doc_id 'doc-00003'): skipped, gold is not a JSON object"):  # fmt: skip
         assert needle in result.output
     assert "ECE (10 equal-mass)" in result.output and "Brier score" in result.output
     document = json.loads((where / "calibration.json").read_text())
@@ -119,8 +121,10 @@ def test_decide_calibrate_skips_bad_rows_with_a_message(job: dict) -> None:
     manifest = json.loads((where / "raw" / "manifest.json").read_text())
     assert document["model_fingerprint"] == manifest["fingerprints"]["model"]
     assert document["spec_fingerprint"] == manifest["fingerprints"]["spec"]
-    assert document["questions"]["kind"]["labels"] == DOCS  # doc-00002: "boat" is not a kind
-    assert document["questions"]["eligible"]["labels"] == DOCS + 1  # ... its `eligible` counts
+    # doc-00001 and doc-00003 skipped; doc-00002: "boat" is not a kind, its `eligible` counts
+    assert document["questions"]["kind"]["labels"] == DOCS - 3
+    assert document["questions"]["eligible"]["labels"] == DOCS - 2
+    assert f"{DOCS - 2} gold rows, " in result.output
     assert document["questions"]["kind"]["fitted_on"] == "kind"  # < 50 labels: pooled
     assert document["questions"]["eligible"]["map"]["method"] == "temperature"
     assert document["questions"]["amount"]["map"]["method"] == "platt"

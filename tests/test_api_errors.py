@@ -1,0 +1,100 @@
+"""Mistakes in calls to the Python API (`decide.api`) give clear errors in the API's own words:
+one string given to `decide_many`, a document that is not text, paths given as `str`, a spec
+file's path where a `JobSpec` goes, a job's output directory already used (`resume=True`, not
+`--resume`) and `part_rows` below 1 (the bound `decide run --part-rows` keeps)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.jobdata import QUESTIONS, read_answers, write_docs
+
+from decide import Decider, DecisionError, load_spec, run_job
+from decide.jobs.spec import SpecError, parse_spec
+
+QS = QUESTIONS[:2]  # an enum and a boolean: quick to decide
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint) -> Path:
+    return tiny_checkpoint("bert", vocab="small", init_std=0.2)
+
+
+@pytest.fixture(scope="module")
+def decider(model: Path) -> Decider:
+    return Decider(model, batch_size=4)
+
+
+def test_decide_many_refuses_one_string(decider: Decider) -> None:
+    with pytest.raises(TypeError, match=r"decide_many: .*iterable or a mapping of documents, "
+                                        r"not one str.*use decide\(") as raised:  # fmt: skip
+        decider.decide_many("A car claim in Boston.", QS)
+    assert "AttributeError" not in repr(raised.value)
+    with pytest.raises(TypeError, match="not one bytes"):
+        decider.decide_many(b"A car claim.", QS)
+    with pytest.raises(TypeError, match=r"decide_many: document 1 must be a str, got int"):
+        decider.decide_many(["A car claim.", 7], QS)
+    with pytest.raises(TypeError, match=r"decide_many: document 'b' must be a str, got bytes"):
+        decider.decide_many({"a": "A car claim.", "b": b"bytes"}, QS)
+    assert len(decider.decide_many(["A car claim.", None], QS)) == 2  # None: a null document
+
+
+@pytest.mark.parametrize(("document", "name"), [(123, "int"), (b"A car claim.", "bytes"),
+                                                (["A car claim."], "list")])  # fmt: skip
+def test_decide_refuses_a_document_that_is_not_text(decider: Decider, document, name) -> None:
+    with pytest.raises(TypeError, match=rf"decide: document must be a str, got {name}\b"):
+        decider.decide(document, QS)
+
+
+def test_decide_of_none_is_still_a_null_document(decider: Decider) -> None:
+    with pytest.raises(DecisionError, match="document is null"):
+        decider.decide(None, QS)  # type: ignore[arg-type]
+
+
+def test_run_job_takes_str_paths_and_a_spec_path(model: Path, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 3, seed=3)
+    (tmp_path / "job.json").write_text(json.dumps({"questions": QS}))
+    options = {"model": model, "progress": False, "report": False}
+    result = run_job(str(tmp_path / "job.json"), str(docs), str(tmp_path / "out"), **options)
+    assert result.total == 3 and result.output == tmp_path / "out"
+    assert read_answers(tmp_path / "out").height == 3
+    spec = load_spec(tmp_path / "job.json")
+    result = run_job(spec, [str(docs)], str(tmp_path / "out2"), **options)
+    assert result.total == 3
+    # The output directory now holds a job: the error names the API's argument, not the flag.
+    with pytest.raises(
+        SpecError, match="output directory is not empty; pass resume=True"
+    ) as raised:
+        run_job(spec, docs, tmp_path / "out", **options)
+    assert "--resume" not in str(raised.value)
+    run_job(spec, docs, tmp_path / "out", resume=True, **options)  # as the error says
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((12, "in.parquet", "out"), r"run_job: spec must be a JobSpec \(load_spec\('job.yaml'\)\) "
+                                    r"or a path to a spec file, got int"),
+        ((None, 3, "out"), r"run_job: inputs must be a path \(str or os.PathLike\) or a sequence "
+                           r"of paths, got int"),
+        ((None, b"in.parquet", "out"), r"run_job: inputs .* got bytes"),
+        ((None, ["in.parquet", 3], "out"), r"run_job: inputs\[1\] must be a path .* got int"),
+        ((None, "in.parquet", 5), r"run_job: output must be a path .* got int"),
+    ],
+)  # fmt: skip
+def test_run_job_names_the_argument_of_the_wrong_type(args, match, tmp_path: Path) -> None:
+    spec, inputs, output = args
+    spec = parse_spec({"questions": QS}, "spec") if spec is None else spec
+    with pytest.raises(TypeError, match=match):
+        run_job(spec, inputs, output)
+
+
+@pytest.mark.parametrize("option", ["part_rows", "batch_size"])
+@pytest.mark.parametrize("value", [0, -1])
+def test_run_job_refuses_counts_below_one(option: str, value: int, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "in.parquet", 2)
+    with pytest.raises(ValueError, match=rf"run_job: {option} must be at least 1, got {value}"):
+        run_job(parse_spec({"questions": QS}, "spec"), [docs], tmp_path / "out", **{option: value})
+    assert not (tmp_path / "out").exists()
