@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from .failures import FailureKind
 from .manifest import Manifest
 from .spec import SpecError
 
@@ -166,17 +167,30 @@ class OutputDir:
         atomic_write(self.manifest_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     def write_errors(self, invalid: pl.DataFrame) -> int:
-        """Rebuild `errors.parquet` from the error rows of every part plus `invalid` (input rows
-        that cannot have an output row, e.g. a null doc_id). Returns the number of rows."""
-        frames = [
-            pl.scan_parquet(part).filter(pl.col("status") == "error").select("doc_id", "error")
-            for part in self.parts()
-        ]
+        """Rebuild `errors.parquet` (`doc_id`, `error`, `error_kind`: a `FailureKind` value)
+        from the error rows of every part plus `invalid` (input rows that cannot have an output
+        row: a null doc_id, unless `invalid` has its own `error_kind`). Returns the number of
+        rows."""
+        frames = []
+        for part in self.parts():
+            scan = pl.scan_parquet(part)
+            # Parts written before the column existed have no kind to give.
+            kind = "error_kind" if "error_kind" in scan.collect_schema().names() else None
+            frames.append(
+                scan.filter(pl.col("status") == "error").select(
+                    "doc_id", "error", pl.col(kind) if kind else pl.lit(None, pl.String)
+                    .alias("error_kind")
+                )
+            )  # fmt: skip
         errors = (
             pl.concat([f.collect() for f in frames], how="vertical_relaxed") if frames else None
         )
         if invalid.height:
-            extra = invalid.select(pl.col("doc_id").cast(pl.String), "error")
+            kind = "error_kind" if "error_kind" in invalid.columns else None
+            extra = invalid.select(
+                pl.col("doc_id").cast(pl.String), "error",
+                pl.col(kind) if kind else pl.lit(FailureKind.null_doc_id.value).alias("error_kind"),
+            )  # fmt: skip
             errors = (
                 extra
                 if errors is None
@@ -184,7 +198,8 @@ class OutputDir:
             )
         if errors is None:
             errors = pl.DataFrame(
-                {"doc_id": [], "error": []}, schema={"doc_id": pl.String, "error": pl.String}
+                {"doc_id": [], "error": [], "error_kind": []},
+                schema={"doc_id": pl.String, "error": pl.String, "error_kind": pl.String},
             )
         atomic_write(self.path / "errors.parquet", parquet_writer(errors))
         return errors.height

@@ -118,6 +118,12 @@ def test_bad_rows_become_error_rows(models, tmp_path) -> None:
     assert f_row["note"] == "8"  # other columns are carried through untouched
     invalid = pl.read_parquet(tmp_path / "out" / "errors.parquet")
     assert "in.parquet row 6: doc_id is null" in invalid["error"].to_list()
+    # errors.parquet says why each row failed, as the parts' error_kind does.
+    kinds = dict(zip(invalid["doc_id"].to_list(), invalid["error_kind"].to_list(), strict=True))
+    assert kinds == {
+        "a": "invalid_questions", "b": "empty_document", "c": "empty_document",
+        "d": "duplicate_doc_id", "e": "document_too_long", None: "null_doc_id",
+    }  # fmt: skip
     assert result.invalid == 1 and result.exit_code == 1
 
 
