@@ -219,7 +219,8 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
     default="auto",
     show_default=True,
-    help="Weights and activations; auto: float32 on CPU, the checkpoint's on GPU.",
+    help="Weights and activations; auto: the checkpoint's where the device computes it fast "
+    "(a bf16 checkpoint stays bf16 on a CPU with fast bf16), else float32 on CPU.",
 )
 @click.option("--truncate", is_flag=True, help="Keep head and tail of too-long documents.")
 @click.option(

@@ -9,11 +9,13 @@ follows the distinct answers of one question, not the number of rows. The page e
 aggregates and a bounded sample of documents (failures first, then the least confident
 documents, then a seeded random sample), so its size does not grow with the job; the texts of the
 sampled documents are read back from the input files named in the manifest, when they are still
-there; of a document read in windows the page also embeds the window each answer was kept from
-(its evidence), so clicking the answer shows where it was read; of a document read whole,
-clicking an extract answer marks the span it was copied from. "Answer tokens" are the tokens
-of the answers' values; the filler positions that pad answer slots are counted apart. Importing
-this module does not import torch or the engine.
+there (a missing one is warned of on stderr, naming it); of a document read in windows the page
+also embeds the window each answer was kept from (its evidence), so clicking the answer shows
+where it was read; of a document read whole, clicking an extract answer marks the span it was
+copied from. "Answer tokens" are the tokens of the answers' values; the filler positions that
+pad answer slots are counted apart. The job's `seconds` and `started` cover every run of the
+directory (a resume adds its seconds and keeps the first start), so documents per second is
+every decided row over them. Importing this module does not import torch or the engine.
 """
 
 from __future__ import annotations
@@ -78,6 +80,17 @@ def _load(out: Path) -> tuple[Manifest, Parts]:
     paths = sorted((out / "answers").glob("part-*.parquet"))
     if not paths:
         raise ReportError(f"{out}: no answer parts in {out / 'answers'} (the job wrote none)")
+    types: dict[str, Path] = {}
+    for path in paths:  # footers only; a resume refuses other ids since 2026-12-07
+        try:
+            dtype = pl.read_parquet_schema(path).get("doc_id")
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise ReportError(f"{path}: unreadable answer part ({exc})") from exc
+        types.setdefault(str(dtype), path)
+    if len(types) > 1:
+        found = ", ".join(f"{t} ({p.name} and after)" for t, p in types.items())
+        raise ReportError(f"{out}: its answer parts hold doc_id of different types: {found}; "
+                          "they cannot be read as one table")  # fmt: skip
     return manifest, Parts(paths)
 
 
@@ -117,8 +130,6 @@ def build_report(out: Path) -> dict[str, Any]:
     seconds = manifest.seconds or 0.0
     nfe, decided = totals["nfe"], totals["decided"]
     tokens, filler = totals["value_tokens"], totals["filler_tokens"]
-    run = manifest.throughput
-    decided_now = run.documents if run is not None and run.documents is not None else decided
     job = {
         "status": manifest.status, "model": manifest.model, "model_type": manifest.model_type,
         "fingerprints": manifest.fingerprints, "inputs": manifest.inputs,
@@ -139,7 +150,8 @@ def build_report(out: Path) -> dict[str, Any]:
             "failed_by_reason": reasons,
         },
         "throughput": {
-            "documents_per_second": _rate(decided_now, seconds),
+            # `seconds` sums every run of the directory, as the rows of the parts do.
+            "documents_per_second": _rate(decided, seconds),
             "forward_passes": nfe,
             "forward_passes_per_document": _rate(nfe, decided),
             "answer_tokens": tokens,
@@ -187,7 +199,7 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
     columns = SAMPLE_COLUMNS + [c for c in ("evidence", "withheld_json") if c in parts.schema]
     found = figures.rows_by_index(parts, order, columns)
     chosen = order.to_frame("_row").join(found, on="_row", how="left", maintain_order="left")
-    texts = _document_texts(manifest, chosen["doc_id"].to_list())
+    texts = _document_texts(out, manifest, chosen["doc_id"].to_list())
     rows = []
     for row in chosen.iter_rows(named=True):
         text = texts.get(row["doc_id"])
@@ -259,9 +271,29 @@ def _evidence_pieces(
     return [[units(a), text[a:b]] for a, b in merged], marks
 
 
-def _document_texts(manifest: Manifest, ids: list[Any]) -> dict[Any, str]:
+def input_paths(out: Path, manifest: Manifest) -> list[Path]:
+    """The job's input files that are still there, warning (on stderr) of each that is not.
+
+    Manifests record resolved paths since 2026-12-07; an earlier one's relative path is looked
+    for from the current directory (as before), then from the output directory's parent (where
+    `decide run in.parquet -o out` was run)."""
+    found = []
+    for name in manifest.inputs:
+        path = Path(name)
+        tried = [path] if path.is_absolute() else [path, out.absolute().parent / path]
+        here = next((p for p in tried if p.is_file()), None)
+        if here is None:
+            where = " or ".join(dict.fromkeys(str(p.absolute()) for p in tried))
+            log.warning("input file %s is not there (%s): the report shows its documents' "
+                        "answers without their text", name, where)  # fmt: skip
+        else:
+            found.append(here)
+    return found
+
+
+def _document_texts(out: Path, manifest: Manifest, ids: list[Any]) -> dict[Any, str]:
     columns = manifest.spec.input
-    paths = [Path(p) for p in manifest.inputs if Path(p).is_file()]
+    paths = input_paths(out, manifest)
     if not paths or not ids:
         return {}
     try:

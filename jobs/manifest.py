@@ -54,6 +54,16 @@ class SpecEntry(_Part):
     input: InputColumns = Field(default_factory=InputColumns)
 
 
+class InputFile(_Part):
+    """One input file of the job as it was when the job started: its resolved path, its size and
+    a hash of its parquet footer (row counts, column statistics and offsets), so that a resume
+    can tell a changed file from the one the answers were decided from."""
+
+    path: str
+    bytes: int | None = None
+    footer_sha256: str | None = None
+
+
 class Counts(_Part):
     """Rows by outcome, over every run of the directory (resumed rows included)."""
 
@@ -97,19 +107,20 @@ class Manifest(_Part):
     """The contents of manifest.json."""
 
     status: Literal["running", "aborted", "complete"] = "running"
-    started: str | None = None
+    started: str | None = None  # the first run's start (a resume keeps it)
     finished: str | None = None
     fingerprints: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
     model_type: str | None = None
-    inputs: list[str] = Field(default_factory=list)
+    inputs: list[str] = Field(default_factory=list)  # resolved paths (as given before 2026-12-07)
+    input_files: list[InputFile] = Field(default_factory=list)  # with sizes (since 2026-12-07)
     spec: SpecEntry = Field(default_factory=SpecEntry)
     engine: str = "local"
     batch_size: int | None = None
     device: str | None = None
     counts: Counts = Field(default_factory=Counts)
     rules: RulesEntry = Field(default_factory=RulesEntry)
-    seconds: float | None = None
+    seconds: float | None = None  # summed over every run of the directory (resumes included)
     throughput: Throughput | None = None
     calibration: CalibrationEntry | None = None
     review: dict[str, Any] | None = None  # the review queue's summary (`jobs.calibration`)

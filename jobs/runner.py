@@ -4,14 +4,17 @@ Order of work: check the inputs' columns and the spec (usage errors exit 2 befor
 loaded), load the model, compile the questions, survey the ids (duplicates, nulls, per-row
 question schemas), open the output directory (refusing a foreign or non-empty one unless resuming),
 then stream the input in chunks through the `DecisionEngine`, writing answer parts atomically as
-decisions complete. Committed doc ids are skipped on `--resume`. The manifest (`jobs.manifest`)
-is rewritten after every part, so a killed run leaves a directory a rerun continues from. Nothing
-is created before the first write, so a usage error leaves no trace; a job with no rows to decide
-writes one empty part. The report is written by the caller (`decide.report`), not here.
+decisions complete. Committed doc ids are skipped on `--resume`, which must name the job's
+own input files, unchanged, with ids of the parts' type (`check_resume`). The manifest
+(`jobs.manifest`) is rewritten after every part, so a killed run leaves a directory a rerun
+continues from. Nothing is created before the first write, so a usage error leaves no trace; a
+job with no rows to decide writes one empty part. The report is written by the caller
+(`decide.report`), not here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -36,7 +39,7 @@ from .decisions import Decision, DecisionEngine, Item
 from .evidence import evidence_dtype
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
-from .manifest import CalibrationEntry, Counts, Manifest, RulesEntry, Throughput
+from .manifest import CalibrationEntry, Counts, InputFile, Manifest, RulesEntry, Throughput
 from .models import resolve_device, resolve_model_path
 from .output import OutputDir
 from .pack import DocumentTooLong, Packer
@@ -202,6 +205,88 @@ class JobSetup:
     manifest: Manifest
     started: float
     confidence: ConfidencePlan | None = None  # calibration and review queue, when asked for
+    earlier_seconds: float = 0.0  # the seconds earlier runs of this directory took (resume)
+
+
+def input_file(path: Path) -> InputFile:
+    """`path` as the manifest records it: resolved, with its size and its parquet footer's hash
+    (the footer holds every row group's row count, column statistics and offsets, so a file
+    rewritten with other rows differs; reading it costs one seek, whatever the file's size)."""
+    resolved = path.resolve()
+    try:
+        size = resolved.stat().st_size
+        with resolved.open("rb") as handle:
+            handle.seek(max(size - 8, 0))
+            tail = handle.read(8)
+            length = int.from_bytes(tail[:4], "little") if len(tail) == 8 else 0
+            handle.seek(max(size - 8 - length, 0))
+            footer = handle.read(length + 8)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    return InputFile(path=str(resolved), bytes=size,
+                     footer_sha256=hashlib.sha256(footer).hexdigest())  # fmt: skip
+
+
+def _recorded_inputs(prior: Manifest) -> dict[Path, tuple[str, InputFile]]:
+    """The input files a job started with, by resolved path, with the name the manifest gives.
+    Manifests written before 2026-12-07 hold the paths as given, with no sizes: a relative one
+    is read from the current directory (where a resume is normally run, as the job was)."""
+    if prior.input_files:
+        return {Path(f.path): (f.path, f) for f in prior.input_files}
+    recorded = {}
+    for name in prior.inputs:
+        path = Path(name).resolve()
+        shown = name if Path(name).is_absolute() else f"{name} (read as {path})"
+        recorded[path] = (shown, InputFile(path=str(path)))
+    return recorded
+
+
+def check_resume(out: OutputDir, plan: InputPlan, output: Path) -> None:
+    """Refuse (`SpecError`, exit 2, before any work) a resume that would mix its rows with the
+    earlier ones: ids of another type than the parts' (their parts could not be read together),
+    or other input files than the job started with (counts, duplicate ids and the report's
+    document texts are of the job's inputs)."""
+    id_column = plan.columns.doc_id
+    for part in out.parts():
+        try:
+            part_type = pl.read_parquet_schema(part).get("doc_id")
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise SpecError(f"{part}: unreadable answer part ({exc})") from exc
+        if part_type is not None and part_type != plan.doc_id_type:
+            raise SpecError(
+                f"{output}: cannot resume: column {id_column!r} of {plan.files[0]} is "
+                f"{plan.doc_id_type}, but the job's answers ({part.relative_to(output)}) hold "
+                f"doc_id as {part_type}; resume with the inputs the job started with, or decide "
+                "these into a new output directory"
+            )
+    prior = out.previous_manifest()
+    if prior is None or not (prior.input_files or prior.inputs):
+        return
+    recorded = _recorded_inputs(prior)
+    named: dict[Path, tuple[Path, InputFile]] = {}
+    for given in plan.files:
+        now = input_file(given)
+        named[Path(now.path)] = (given, now)
+    problems = []
+    for path, (given, now) in named.items():
+        before = recorded.get(path, (None, None))[1]
+        if before is None:
+            problems.append(f"{given} is not one of them")
+        elif before.bytes is not None and (before.bytes, before.footer_sha256) != (
+            now.bytes, now.footer_sha256,
+        ):  # fmt: skip
+            size = f"{before.bytes} bytes then, {now.bytes} now"
+            problems.append(f"{given} has changed since the job started ({size})")
+    missing = [shown for path, (shown, _) in recorded.items() if path not in named]
+    if missing:
+        problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not named")
+    if problems:
+        started = ", ".join(shown for shown, _ in recorded.values())
+        raise SpecError(
+            f"{output}: cannot resume: a resume must name the same, unchanged input files as the "
+            f"job it continues (manifest.json: {started}); {'; '.join(problems)}. Name exactly "
+            "those files, or decide other inputs into a new output directory"
+        )
 
 
 def prepare(
@@ -221,6 +306,7 @@ def prepare(
     started = time.monotonic()
     fingerprints = {"model": model_fingerprint(model_path), "spec": spec.fingerprint()}
     out.check_fingerprints(fingerprints)
+    check_resume(out, plan, output)
     prior = out.previous_manifest()
     committed, previous = out.committed()
     found = survey(plan)
@@ -237,13 +323,17 @@ def prepare(
         usable = [schema for t in texts if (schema := _askable(qid, t)) is not None]
         if usable:
             schemas.setdefault(qid, []).extend(usable)
+    files = [input_file(p) for p in plan.files]
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest = Manifest.parse({
         "status": "running",
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # A resume keeps the first run's start, and adds its own seconds to the earlier ones.
+        "started": prior.started if prior is not None and prior.started else now,
         "fingerprints": fingerprints,
         "model": str(model_path),
         "model_type": model_type,
-        "inputs": [str(p) for p in plan.files],
+        "inputs": [f.path for f in files],
+        "input_files": [f.model_dump() for f in files],
         "spec": spec.model_dump(by_alias=True, mode="json"),
         "engine": engine,
         "batch_size": batch_size,
@@ -260,9 +350,10 @@ def prepare(
     elif prior is not None and (prior.calibration or prior.review):
         raise SpecError(f"{output}: the earlier run used a calibration or review queue; resume "
                         "with the same --calibration and --review-below")  # fmt: skip
+    earlier = (prior.seconds or 0.0) if prior is not None else 0.0
     return JobSetup(
         spec, plan, out, output, fingerprints, found, answer_fields(schemas), committed,
-        previous, prior, manifest, started, confidence,
+        previous, prior, manifest, started, confidence, earlier,
     )  # fmt: skip
 
 
@@ -325,7 +416,7 @@ def write_decisions(
         last_flush = time.monotonic()
         manifest.counts = counts()
         manifest.rules.narrowed = dict(narrowed)
-        manifest.seconds = round(time.monotonic() - setup.started, 3)
+        manifest.seconds = round(setup.earlier_seconds + time.monotonic() - setup.started, 3)
         out.write_manifest(manifest)
 
     try:
@@ -364,7 +455,7 @@ def write_decisions(
     decided_now = result.ok + result.failed - previous.get("ok", 0) - previous.get("error", 0)
     manifest.status = "complete"
     manifest.finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest.seconds = round(result.seconds, 3)
+    manifest.seconds = round(setup.earlier_seconds + result.seconds, 3)
     manifest.counts = counts()
     manifest.throughput = Throughput(documents=decided_now, nfe=result.nfe,
                                      answer_tokens=result.answer_tokens,
@@ -419,6 +510,7 @@ def run_job(
     `ModelLoadError`) before anything is written; write failures raise `OutputError`."""
     plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
     out = OutputDir(output, resume=resume)
+    check_resume(out, plan, output)  # before the model is loaded (`prepare` checks it again)
     spec = spec.continuing(out.recorded_decoding())  # a resumed job keeps its step cap
     if isinstance(model, LoadedModel):
         loaded = model

@@ -232,12 +232,19 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     manifest = json.loads(manifest_path.read_text())
     manifest["spec"]["decoding"]["max_steps"] = 4
     manifest_path.write_text(json.dumps(manifest))
-    more = write_docs(tmp_path / "more.parquet", 5)
-    assert run(more, "o7", "job", "--resume").exit_code == 0
+    # A resume names the job's own inputs (other files are another job): rows are left to
+    # decide when the last part is lost, as a run killed before writing it would leave them.
+    parts = sorted((tmp_path / "o7" / "answers").glob("part-*.parquet"))
+    parts[-1].unlink()
+    resumed = run(docs, "o7", "job", "--resume")
+    assert resumed.exit_code == 0 and "decided 3 of 3" in resumed.output, resumed.output
     manifest = json.loads(manifest_path.read_text())
     assert manifest["spec"]["decoding"]["max_steps"] == 4
     assert manifest["fingerprints"]["spec"] == parse_spec(spec()).fingerprint()
-    assert read_answers(tmp_path / "o7").height == 5
+    assert read_answers(tmp_path / "o7").height == 3
+    more = write_docs(tmp_path / "more.parquet", 5)
+    other = run(more, "o7", "job", "--resume")
+    assert other.exit_code == 2 and "more.parquet is not one of them" in other.output
 
 
 def test_sigkill_then_resume_gives_one_row_per_doc_identical_to_uninterrupted(models, tmp_path):
