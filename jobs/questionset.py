@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from jsonschema import FormatChecker
 
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
@@ -107,7 +106,10 @@ def decision_validator(questions: Sequence[CompiledQuestion], rules: Any = None)
     }
     if rules is not None:
         schema = {"allOf": [schema, rules]}
-    return Validator(schema, format_checker=FormatChecker())
+    # The draft's own format checker (2020-12, where the formats decide compiles are RFC 3339's):
+    # `FormatChecker()` merges every draft's checkers, and its `time` is draft 3's `%H:%M:%S`,
+    # which refused every `10:10:10Z` the `time` grammar produces.
+    return Validator(schema, format_checker=Validator.FORMAT_CHECKER)
 
 
 @dataclass(eq=False)
