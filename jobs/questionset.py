@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-
 from decide.engine.config import ModelConfig
 from decide.engine.tokenizer import TokenizerBundle
 from decide.schemas import SchemaError
