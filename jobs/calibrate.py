@@ -417,7 +417,12 @@ class ConfidencePlan:
         if self.review_below is not None:
             fields = frame["confidence"].struct.fields
             low = pl.min_horizontal(pl.col("confidence").struct.field(f) for f in fields)
-            frame = frame.with_columns(((pl.col("status") == "ok") & (low < self.review_below))
+            # A partial row (an answer that failed: no confidence) needs a person as much as a
+            # doubtful one: it was auto-accepted, counted among the accepted answers.
+            doubtful = (low < self.review_below).fill_null(False) | pl.col("partial").fill_null(
+                False
+            )
+            frame = frame.with_columns(((pl.col("status") == "ok") & doubtful)
                                        .fill_null(False).alias("review"))  # fmt: skip
         return frame
 

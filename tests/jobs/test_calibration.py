@@ -18,6 +18,7 @@ from decide.cli import main
 from decide.jobs import calibration as cal
 from decide.jobs.calibrate import (
     DUPLICATES_NAMED,
+    ConfidencePlan,
     answers_match,
     refuse_duplicate_ids,
     validate_calibration,
@@ -235,7 +236,7 @@ def test_plan_keeps_nulls_and_failed_rows(tmp_path: Path) -> None:
     document = build_document(labels, fingerprints, job="job", gold="gold")
     (tmp_path / "c.json").write_text(json.dumps(document))
     plan = ConfidencePlan(tmp_path / "c.json", 0.5, fingerprints, {"a": {"enum": ["x", "y", "z"]}})
-    frame = pl.DataFrame({"status": ["ok", "ok", "error"],
+    frame = pl.DataFrame({"status": ["ok", "ok", "error"], "partial": [False, False, None],
                           "confidence": [{"a": 0.9, "b": None}, {"a": 0.2, "b": 0.7}, None]})  # fmt: skip
     out = plan.frame(frame)
     assert out["raw_confidence"].to_list() == frame["confidence"].to_list()
@@ -308,3 +309,21 @@ def test_the_error_names_the_first_few_duplicated_ids() -> None:
     assert f"'d{DUPLICATES_NAMED - 1}'" in message and f"'d{DUPLICATES_NAMED}'" not in message
     assert "and 3 more doc_ids" in message
     refuse_duplicate_ids(pl.DataFrame({"doc_id": [1, 2, None, None]}), Path("g"))  # no error
+
+
+def test_a_partial_row_goes_to_review_however_confident_its_other_answers() -> None:
+    """A row whose extract answer failed (no confidence for it) was auto-accepted."""
+    frame = pl.DataFrame(
+        {
+            "status": ["ok", "ok", "ok", "error"],
+            "partial": [False, True, False, None],
+            "confidence": [
+                {"a": 0.99, "z": 0.98},
+                {"a": 0.99, "z": None},
+                {"a": 0.5, "z": 0.99},
+                None,
+            ],
+        }
+    )
+    plan = ConfidencePlan(None, 0.9, {"model": "m", "spec": "s"}, {})
+    assert plan.frame(frame)["review"].to_list() == [False, True, True, False]
