@@ -116,7 +116,8 @@ def build_report(out: Path) -> dict[str, Any]:
         conf = confidence.get(qid, empty)
         questions.append({
             "id": qid, "text": texts.get(qid, ""), "answered": tally["answered"],
-            "nulls": tally["nulls"], "distribution": tally["distribution"],
+            "nulls": tally["nulls"], "failed": tally["failed"],
+            "distribution": tally["distribution"],
             "confidence": {"counts": conf["counts"], "mean": conf["mean"]},
             "answered_confidence": conf["answered_mean"],
             "withheld": withheld.get(qid, 0),

@@ -195,13 +195,24 @@ def _distribution(parts: Parts, qid: str, stats: dict[str, Any]) -> dict[str, An
 
 
 def answer_figures(parts: Parts) -> dict[str, dict[str, Any]]:
-    """Per question: how many ok rows answered it (not null), how many answered null, and the
-    distribution of its answers."""
+    """Per question: how many ok rows answered it (not null), how many answered null, how many
+    rows its answer failed in (`partial` rows: no answer at all), and the distribution of its
+    answers. A null answer has a confidence; a row that was not asked the question (per-row
+    questions) or whose answer failed has none, and is neither answered nor null."""
     columns = []
+    fields = set(parts.schema["confidence"].to_schema()) if "confidence" in parts.schema else set()
+    errors = set(parts.schema["errors"].to_schema()) if "errors" in parts.schema else set()
     for qid in parts.questions:
         value = parts.answer(qid)
+        given = (
+            pl.col("confidence").struct.field(qid).is_not_null() if qid in fields else pl.lit(True)
+        )
+        failed = (
+            pl.col("errors").struct.field(qid).is_not_null() if qid in errors else pl.lit(False)
+        )
         columns += [value.count().alias(f"{qid}\0answered"),
-                    value.null_count().alias(f"{qid}\0nulls"),
+                    (value.is_null() & given).sum().alias(f"{qid}\0nulls"),
+                    failed.sum().alias(f"{qid}\0failed"),
                     value.drop_nulls().n_unique().alias(f"{qid}\0distinct")]  # fmt: skip
         if parts.numeric(qid):
             number = value.cast(pl.Float64)
@@ -211,9 +222,10 @@ def answer_figures(parts: Parts) -> dict[str, dict[str, Any]]:
     figures = {}
     for qid in parts.questions:
         stats = {key.split("\0")[1]: v for key, v in row.items() if key.split("\0")[0] == qid}
-        stats = {k: (int(v or 0) if k in ("answered", "nulls", "distinct") else v)
+        stats = {k: (int(v or 0) if k in ("answered", "nulls", "failed", "distinct") else v)
                  for k, v in stats.items()}  # fmt: skip
         figures[qid] = {"answered": stats["answered"], "nulls": stats["nulls"],
+                        "failed": stats["failed"],
                         "distribution": _distribution(parts, qid, stats)}  # fmt: skip
     return figures
 

@@ -119,6 +119,8 @@ def _question_line(question: dict[str, Any]) -> str:
     line = f"{question['answered']:,} answered"
     if question["nulls"]:
         line += f", {question['nulls']:,} null"
+    if question.get("failed"):
+        line += f", {question['failed']:,} failed (no answer)"
     if question.get("withheld"):
         line += f", {question['withheld']:,} withheld by absent_below"
     if question["answered"]:

@@ -139,6 +139,7 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
         "answers": answers_dtype(fields), "answers_json": pl.String,
         "confidence": pl.Struct({qid: pl.Float64 for qid in fields}), "nfe": pl.Int32,
         "value_tokens": pl.Int32, "filler_tokens": pl.Int32, "error_kind": pl.String,
+        "partial": pl.Boolean, "errors": pl.Struct({qid: pl.String for qid in fields}),
         "withheld_json": pl.String,
     }  # fmt: skip
     (out / "answers").mkdir(parents=True)
@@ -156,11 +157,18 @@ def _write_output(out: Path, sizes: list[int], seed: int = 0) -> Path:
             values = {qid: _value(qid, rng) for qid in fields}
             confidence = {qid: rng.choice([None, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()])
                           for qid in fields}  # fmt: skip
+            # An answer without a confidence failed (a partial row): not in the decision, named
+            # in `errors`; a null answer has its confidence, as the engine gives one.
+            lost = [qid for qid, c in confidence.items() if c is None]
+            values = {qid: v for qid, v in values.items() if qid not in lost}
             held = rng.sample(list(fields), rng.choice([0, 0, 0, 1, 2]))  # `absent_below`
             withheld = {qid: {"value": "x", "confidence": 0.3} for qid in held} or None
             rows.append({
                 "doc_id": f"doc-{doc:05d}", "status": "ok", "error": None,
-                "answers": {qid: f.cell(values[qid]) for qid, f in fields.items()},
+                "answers": {qid: f.cell(values.get(qid)) for qid, f in fields.items()},
+                "partial": bool(lost),
+                "errors": {qid: "no span" if qid in lost else None for qid in fields} if lost
+                else None,
                 "answers_json": json.dumps(values, separators=(",", ":")),
                 "confidence": confidence, "nfe": rng.randrange(1, 9),
                 "value_tokens": rng.randrange(3, 30), "filler_tokens": rng.randrange(0, 60),
@@ -221,6 +229,14 @@ def _reference_report(out: Path) -> dict[str, Any]:
                 "bins": [{"low": low + i * width, "high": low + (i + 1) * width,
                           "count": counts.get(i, 0)} for i in range(10)]}  # fmt: skip
 
+    def nulls(qid: str) -> int:  # answered null: the key is in the decision, its value null
+        decisions = [json.loads(t) for t in ok["answers_json"].drop_nulls()]
+        return sum(1 for d in decisions if qid in d and d[qid] is None)
+
+    def failures(qid: str) -> int:  # its answer failed: the row's `errors` name it
+        rows = ok["errors"].to_list() if "errors" in ok.columns else []
+        return sum(1 for e in rows if e and e.get(qid) is not None)
+
     def answered_mean(qid: str) -> float | None:
         mean = conf.filter(answers[qid].is_not_null())[qid].drop_nulls().clip(0.0, 1.0).mean()
         return None if mean is None else float(mean)
@@ -246,7 +262,7 @@ def _reference_report(out: Path) -> dict[str, Any]:
                        "filler_tokens": int(frame["filler_tokens"].sum())},
         "questions": [{"id": q["id"], "text": q["text"],
                        "answered": answers[q["id"]].drop_nulls().len(),
-                       "nulls": answers[q["id"]].null_count(),
+                       "nulls": nulls(q["id"]), "failed": failures(q["id"]),
                        "distribution": distribution(answers[q["id"]]),
                        "confidence": confidence(conf[q["id"]]),
                        "answered_confidence": answered_mean(q["id"]),
@@ -321,7 +337,8 @@ def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path:
     chart = page[page.index("<h3>never ") :]
     chart = chart[: chart.index("</div>")]
     held = f", {never['withheld']} withheld by absent_below" if never["withheld"] else ""
-    assert "no answers" in chart and f"0 answered, {never['nulls']} null{held}</p>" in chart
+    lost = f", {never['failed']} failed (no answer)" if never["failed"] else ""
+    assert "no answers" in chart and f"0 answered, {never['nulls']} null{lost}{held}</p>" in chart
     assert "mean confidence" not in chart
     amount = page[page.index("<h3>amount ") :]
     labels = re.findall(r'text-anchor="middle">([^<]*)</text>', amount[: amount.index("</svg>")])
