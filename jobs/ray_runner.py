@@ -20,6 +20,7 @@ cannot produce a second row.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,28 @@ def _array(values: set[Any], dtype: Any):
     return pa.array(sorted(values, key=repr), type=dtype) if values else pa.array([], type=dtype)
 
 
+CONNECT_SECONDS = 10.0  # how long a cluster's address may take to accept a connection
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_SECONDS) -> None:
+    """`SpecError` (exit 2) when `address` names a host and port (`HOST:PORT`, `ray://HOST:PORT`)
+    that accepts no TCP connection within `timeout` seconds: `ray.init` retries such an address
+    for minutes with only its own C++ warnings. `auto`, `local` and no address are left to Ray."""
+    if not address or address in ("auto", "local"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SpecError(f"--address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SpecError(
+            f"--address {address}: no Ray cluster answers there ({exc.strerror or exc}); start "
+            "one (`ray start --head`) or leave --address out for a local one"
+        ) from exc
+
+
 def run_job_ray(
     spec: JobSpec,
     inputs: list[Path],
@@ -236,6 +259,7 @@ def run_job_ray(
                               long_documents=spec.long_documents)  # fmt: skip
     check_questions(spec, book, packer)
     if not ray.is_initialized():
+        check_reachable(address)
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     setup = prepare(
         spec, plan, out, output, model_path=model_path, model_type=config.model_type,
