@@ -319,6 +319,11 @@ def run(
             raise SpecError("no output directory: pass -o/--output or set `output:` in the spec")
         if batch_size < 1 or part_rows < 1:
             raise SpecError("--batch-size and --part-rows must be at least 1")
+        ray_only = {"--address": address is not None, "--actors": actors != 1,
+                    "--gpus-per-actor": gpus_per_actor != 0.0}  # fmt: skip
+        if runner != "ray" and any(ray_only.values()):
+            given = ", ".join(flag for flag, set_ in ray_only.items() if set_)
+            raise SpecError(f"{given}: Ray options, with --engine local; add --engine ray")
         common = dict(model=model, resume=resume, batch_size=batch_size, device=device,
                       dtype=dtype, part_rows=part_rows, progress=progress,
                       force_calibration=force_calibration)  # fmt: skip
@@ -383,9 +388,12 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     """
     from decide.engine import load_config
     from decide.jobs.models import resolve_model_path
+    from decide.jobs.pack import Packer
     from decide.jobs.questionset import QuestionBook, QuestionsRefused, spec_refusal
+    from decide.jobs.runner import check_questions
     from decide.jobs.spec import SpecError, load_spec
-    from decide.schemas import check_questions, render_table
+    from decide.schemas import check_questions as check_schemas
+    from decide.schemas import render_table
 
     try:
         spec = load_spec(spec_path)
@@ -399,11 +407,12 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         _fail(f"{spec_path}: the spec has no questions (per-row questions are checked by `run`)")
     asked = [q for q in spec.questions if q.derive is None]
     vocabulary = book.compiler.vocabulary
-    reports = check_questions(
+    reports = check_schemas(
         [(q.id, q.schema_) for q in asked],
         vocabulary,
         extract=[q.id for q in asked if q.extract],
         strict=strict,
+        units={q.id: q.unit for q in asked if q.unit is not None},
     )
     click.echo(f"model: {path} ({config.model_type}, {vocabulary.size} tokens)")
     click.echo(render_table(reports))
@@ -412,10 +421,13 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
         _fail(f"{len(refused)} of {len(reports)} questions refused: {', '.join(refused)}")
     click.echo("the question is supported" if len(reports) == 1
                else f"all {len(reports)} questions supported")  # fmt: skip
+    packer = Packer.for_model(config, tokenizer, book.filler_id, instruction=spec.instruction,
+                              long_documents=spec.long_documents)  # fmt: skip
     try:
+        check_questions(spec, book, packer)  # `run`'s own checks: its refusals, word for word
         qset = book.build(spec.questions)
-    except QuestionsRefused as exc:
-        _fail(spec_refusal(exc))
+    except (SpecError, QuestionsRefused) as exc:
+        _fail(spec_refusal(exc) if isinstance(exc, QuestionsRefused) else str(exc))
         return
     _echo_long_documents(spec, config, tokenizer, book, qset.asked, path)
     for d in qset.plan.order:

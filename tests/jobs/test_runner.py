@@ -202,6 +202,8 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         result = run(inputs, out, spec_name)
         assert result.exit_code == 2, (out, result.output)
         assert message in result.output, (message, result.output)
+    local = run(docs, "o11", "job", "--actors", "4")  # silently one local engine before
+    assert local.exit_code == 2 and "--actors: Ray options, with --engine local" in local.output
     twice = run(docs, "o10", "job", str(docs))  # every row would be its own duplicate
     assert twice.exit_code == 2 and "given twice" in twice.output, twice.output
     # A usage error found after the output directory was checked leaves nothing in the way.
