@@ -295,6 +295,7 @@ def train(
                 resume=resume,
                 progress=progress,
                 cut_share=cut_share or 0.0,
+                log=lambda message: click.echo(message, err=True),
             )
             click.echo(f"model written to {output}")
     except (SpecError, ModelLoadError) as exc:

@@ -4,15 +4,24 @@ Rows carry `document`, optionally a per-row `questions` column (as for `decide r
 decision object as JSON text; rows without questions take the spec's. A document too long for the
 model is trained on in windows, as `decide run` reads it (`train.windows`); an optional evidence
 column (JSON text: per question id a list of `[start, end]` character offsets where the document
-states its answer) lets a window without the evidence teach the question's absent value, and fits
-the learnt evidence ranker (`train.evidence_ranker`, written with the model as
-`evidence_ranker.json`; `evidence_ranker=False` does not), which then chooses the windows
-training reads, as it chooses those `decide run` reads. With `cut_share`, that share of the
-draws of a document read whole is the document with one question's evidence sentences cut out,
-its answer the absent value (`train.windows.WindowRows.cut_row`): a model that learns to answer
-null, or `absent:`, for what a document does not state. Training
-draws rows with a seeded generator, so runs are deterministic and resumable. `--from-scratch`
-starts from random weights of the given config instead of the checkpoint's weights.
+states its answer, `0 <= start <= end <= len(document)`; an id no question of the row has, or an
+offset outside the document, is refused naming the row) lets a window without the evidence teach
+the question's absent value, and fits the learnt evidence ranker (`train.evidence_ranker`, written
+with the model as `evidence_ranker.json`; `evidence_ranker=False` does not), which then chooses the
+windows training reads, as it chooses those `decide run` reads. With `cut_share`, that share of the
+draws of a document read whole is the document with one question's evidence sentences cut out, its
+answer the absent value (`train.windows.WindowRows.cut_row`): a model that learns to answer null,
+or `absent:`, for what a document does not state. Training draws rows with a seeded generator, so
+runs are deterministic and resumable. `--from-scratch` starts from random weights of the given
+config instead of the checkpoint's weights.
+
+Before anything is written, every row is checked as training will build it
+(`ExampleBuilder.problem`): a row that cannot be taught (a gold answer missing for an asked
+question, a gold value its question's schema refuses, one the tokenizer cannot spell, questions
+the runner refuses) is skipped, with one line counting the skipped rows by reason; when no row
+is usable the run stops (`SpecError`, the reasons with their counts) with nothing written.
+Derived questions (`derive:`) are computed from the asked answers, never asked: they need no
+gold, and a gold value given for one is ignored (not checked, not trained).
 """
 
 from __future__ import annotations
@@ -20,16 +29,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import torch
 
+from decide.engine.config import ModelConfig
 from decide.engine.loader import build_model, load_config
+from decide.engine.tokenizer import TokenizerBundle
 from decide.jobs.spec import SpecError, load_spec
 
 from .evidence_ranker import fit as fit_ranker
+from .examples import ExampleBuilder, skip_summary
 from .loop import TrainConfig, save_checkpoint, train
 from .windows import LongRow, WindowRows
 
@@ -48,6 +61,7 @@ def read_rows(
         if column not in frame.columns:
             raise SpecError(f"{path}: no {column!r} column (columns: {', '.join(frame.columns)})")
     rows = []
+    unknown_ids: dict[str, list[Any]] = {}  # evidence id -> [rows, first row, its question ids]
     for index, row in enumerate(frame.iter_rows(named=True)):
         questions = row.get("questions") or spec_questions
         if not questions:
@@ -65,10 +79,63 @@ def read_rows(
                                     "of [start, end] character offsets")  # fmt: skip
                 evidence[qid] = [(a, b) for a, b in value]
         doc_id = row.get("doc_id", index)
-        rows.append(LongRow(str(doc_id), row["document"] or "", list(questions), gold, evidence))
+        document = row["document"] or ""
+        where = f"{path} row {index}" + (f" (doc_id {doc_id})" if "doc_id" in row else "")
+        unknown = _check_evidence(where, evidence_column, evidence, questions, len(document))
+        if unknown:
+            ids = ", ".join(str(q.get("id")) for q in questions)
+            for qid in unknown:
+                unknown_ids.setdefault(qid, [0, where, ids])[0] += 1
+        rows.append(LongRow(str(doc_id), document, list(questions), gold, evidence))
+    if unknown_ids:
+        named = "; ".join(f"{qid!r} ({count} row{'' if count == 1 else 's'}, first {where}, "
+                          f"whose questions are {ids})"
+                          for qid, (count, where, ids) in unknown_ids.items())  # fmt: skip
+        raise SpecError(f"{path}: {evidence_column} names ids that are no question's: {named}")
     if not rows:
         raise SpecError(f"{path}: no rows")
     return rows
+
+
+def _check_evidence(
+    where: str,
+    column: str | None,
+    evidence: dict[str, list[tuple[int, int]]],
+    questions: Sequence[dict[str, Any]],
+    length: int,
+) -> list[str]:
+    """The evidence ids the row has no question of (sorted); refuses offsets that are not a
+    span of its document (`0 <= start <= end <= length`)."""
+    ids = {str(q.get("id")) for q in questions}
+    for qid, spans in evidence.items():
+        for start, end in spans:
+            if start < 0 or start > end:
+                raise SpecError(f"{where}: {column}/{qid} span [{start}, {end}] is not "
+                                "[start, end] with 0 <= start <= end")  # fmt: skip
+            if end > length:
+                raise SpecError(f"{where}: {column}/{qid} span [{start}, {end}] ends past the "
+                                f"end of the document ({length} characters)")  # fmt: skip
+    return sorted(set(evidence) - ids)
+
+
+def check_rows(
+    rows: Sequence[LongRow],
+    config: ModelConfig,
+    tokenizer: TokenizerBundle,
+) -> dict[str, list[Any]]:
+    """The rows training cannot teach, by skip reason: `{reason: [count, first doc_id,
+    detail]}` (`ExampleBuilder.problem`); empty when every row can be taught."""
+    builder = ExampleBuilder(config, tokenizer)
+    problems: dict[str, list[Any]] = {}
+    for row in rows:
+        found = builder.problem(row.questions, row.gold)
+        if found is not None:
+            reason, detail = found
+            if reason in problems:
+                problems[reason][0] += 1
+            else:
+                problems[reason] = [1, row.doc_id, detail]
+    return problems
 
 
 def _json_object(path: Path, index: int, column: str, text: Any) -> dict[str, Any]:
@@ -113,6 +180,7 @@ def train_from_parquet(
     resume: bool = False,
     progress: bool | None = None,
     cut_share: float = 0.0,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     spec_questions = None
     if spec_path is not None:
@@ -121,10 +189,19 @@ def train_from_parquet(
     if cut_share and evidence_column is None:
         raise SpecError("--cut-share needs --evidence-column: the evidence says which sentences "
                         "state an answer, so cutting them makes it absent")  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    if from_scratch and not resume:
-        init = random_init(init, out / "scratch", config.seed)
+    # The tokenizer and config are those of a --from-scratch start too (its random weights
+    # are built from this config): check the rows before anything is written.
     _, model_config, tokenizer = load_config(init)
+    problems = check_rows(rows, model_config, tokenizer)
+    unusable = sum(count for count, _, _ in problems.values())
+    if problems:
+        counts = skip_summary({reason: count for reason, (count, _, _) in problems.items()})
+        first = "; ".join(f"doc_id {doc_id}: {reason}: {detail}"
+                          for reason, (_, doc_id, detail) in problems.items())  # fmt: skip
+        if unusable == len(rows):
+            raise SpecError(f"{data}: no training row is usable ({counts}; first of each: "
+                            f"{first})")  # fmt: skip
+        log(f"skipping {unusable} of {len(rows)} rows that cannot be taught: {counts}")
     ranker = None
     if evidence_ranker and any(spans for row in rows for spans in row.evidence.values()):
         if importlib.util.find_spec("sklearn") is None:
@@ -133,12 +210,17 @@ def train_from_parquet(
                 "pip install 'decide[train]', or pass --no-evidence-ranker"
             )
         ranker = fit_ranker(rows)  # before training: windows are read as it will read them
+    out.mkdir(parents=True, exist_ok=True)
+    if from_scratch and not resume:
+        init = random_init(init, out / "scratch", config.seed)
     windows = WindowRows(model_config, tokenizer, rows, ranker=ranker, cut_share=cut_share)
-    summary = train(init, windows.draw, out, config, resume=resume, progress=progress)
+    summary = train(init, windows.draw, out, config, resume=resume, progress=progress, log=log)
+    summary["rows_unusable"] = {reason: count for reason, (count, _, _) in problems.items()}
     shutil.rmtree(out / "scratch", ignore_errors=True)
     if ranker is not None:
         ranker.save(out)
         summary["evidence_ranker"] = ranker.about | {"threshold": ranker.threshold}
+    (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 

@@ -12,7 +12,12 @@ Uncased vocabularies cannot spell upper case: a gold string the vocabulary canno
 lower-cased when that makes it spellable (`BuildStats.lowered` counts it), else taught as the
 tokenizer reads it when that reading is the same text up to case, accents and spaces (an uncased
 WordPiece vocabulary reads "São Paulo" as "sao paulo" and "Tent 4P" as "tent4p", as an extract
-slot copies it from the document; `BuildStats.as_read` counts it), else the row is skipped.
+slot copies it from the document; `BuildStats.as_read` counts it), else the row is skipped, as
+"gold value invalid for <id>" when the question's schema refuses the value, else "unspellable
+gold for <id>". Derived questions (`derive:`) are computed from the asked answers, never asked,
+so they have no slot and are never trained: their gold, when a row gives it, is ignored.
+`ExampleBuilder.problem` tells why a row cannot be taught without building its example (checking
+a user's data before a run starts).
 Rows whose questions the runner refuses are skipped and counted too, unless the builder is
 `strict` (the bundled recipe: its rows are our own data, and a refused one is a bug that would
 otherwise only show as a different model).
@@ -73,6 +78,16 @@ class BuildStats:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
+class UnusableRows(SpecError):
+    """No training row yields an example (every draw skipped): the reasons are in the message."""
+
+
+def skip_summary(skipped: Mapping[str, int], unit: str = "row") -> str:
+    """`reason: n rows; ...`, most frequent first."""
+    parts = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "; ".join(f"{reason}: {n} {unit}{'' if n == 1 else 's'}" for reason, n in parts)
+
+
 def _lower(value: Any) -> Any:
     if isinstance(value, str):
         return value.lower()
@@ -81,6 +96,14 @@ def _lower(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _lower(v) for k, v in value.items()}
     return value
+
+
+class _Skip(Exception):
+    """A row's questions refused (not strict): the skip reason and the refusal."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        self.reason, self.detail = reason, detail
 
 
 class ExampleBuilder:
@@ -133,6 +156,52 @@ class ExampleBuilder:
                 return tokens
         return None
 
+    def _unusable(self, question: CompiledQuestion, value: Any) -> tuple[str, str]:
+        """Why the gold `value` of `question` cannot be taught: the skip reason and a detail."""
+        error = next(question.slot.language.validator.iter_errors(value), None)
+        if error is not None:
+            return f"gold value invalid for {question.id}", error.message
+        return (
+            f"unspellable gold for {question.id}",
+            f"{value!r} cannot be spelled in its slot by this model's tokenizer",
+        )
+
+    def _compile(self, questions: Sequence[dict[str, Any]]) -> list[CompiledQuestion]:
+        """The questions a row asks the model (derived ones are computed, never asked)."""
+        try:
+            return self.book.build(parse_questions(list(questions), "row")).asked
+        except QuestionsRefused as exc:  # a row the runner would refuse too
+            if self.strict:
+                raise SpecError(f"a training row's questions are refused: {exc}") from exc
+            raise _Skip(type(exc.cause).__name__, str(exc)) from exc
+        except SpecError as exc:
+            if self.strict:
+                raise SpecError(f"a training row's questions are refused: {exc}") from exc
+            raise _Skip(type(exc).__name__, str(exc)) from exc
+
+    def problem(
+        self, questions: Sequence[dict[str, Any]], gold: Mapping[str, Any]
+    ) -> tuple[str, str] | None:
+        """Why a row (its questions and gold) would be skipped whatever block or draw, as
+        `(reason, detail)`, `reason` as `stats` counts it; None when every asked question's
+        gold can be taught. Counts nothing in `stats`."""
+        lowered, as_read = self.stats.lowered, self.stats.as_read
+        try:
+            compiled = self._compile(questions)
+            if not compiled:
+                return "no question asked (all derived)", "every question is derived"
+            missing = [q.id for q in compiled if q.id not in gold]
+            if missing:
+                return f"gold answer missing for {missing[0]}", f"no gold for {', '.join(missing)}"
+            for q in compiled:
+                if self.target(q, gold[q.id]) is None:
+                    return self._unusable(q, gold[q.id])
+            return None
+        except _Skip as skip:
+            return skip.reason, skip.detail
+        finally:
+            self.stats.lowered, self.stats.as_read = lowered, as_read
+
     def _spellings(
         self, question: CompiledQuestion, value: Any
     ) -> Iterator[tuple[str, list[int] | None]]:
@@ -167,19 +236,16 @@ class ExampleBuilder:
         masked besides the run's masking."""
         self.stats.rows += 1
         try:
-            compiled = self.book.build(parse_questions(list(questions), "row")).questions
-        except QuestionsRefused as exc:  # a row the runner would refuse too
-            if self.strict:
-                raise SpecError(f"a training row's questions are refused: {exc}") from exc
-            self.stats.skip(type(exc.cause).__name__)
+            compiled = self._compile(questions)
+        except _Skip as skip:
+            self.stats.skip(skip.reason)
             return None
-        except SpecError as exc:
-            if self.strict:
-                raise SpecError(f"a training row's questions are refused: {exc}") from exc
-            self.stats.skip(type(exc).__name__)
+        if not compiled:
+            self.stats.skip("no question asked (all derived)")
             return None
-        if any(q.id not in gold for q in compiled):
-            self.stats.skip("gold answer missing")
+        missing = [q.id for q in compiled if q.id not in gold]
+        if missing:
+            self.stats.skip(f"gold answer missing for {missing[0]}")
             return None
         # Slots laid out short, with their gold tokens (no draw at all when `short_slots` is 0,
         # so recipes without it draw the same rows as before it existed).
@@ -215,7 +281,8 @@ class ExampleBuilder:
                     compiled_question, gold[compiled_question.id]
                 )
                 if tokens is None:
-                    self.stats.skip(f"unspellable gold for {compiled_question.id}")
+                    reason, _ = self._unusable(compiled_question, gold[compiled_question.id])
+                    self.stats.skip(reason)
                     return None
                 ids[start + slot.start : start + slot.end] = tokens
                 if compiled_question.id in short:  # decoding encodes what follows further on

@@ -46,10 +46,13 @@ from decide.engine.loader import METADATA_FILES
 from decide.engine.resolution import cpu_bf16_is_fast
 from decide.jobs.progress import Progress
 
-from .examples import BuildStats, Example, ExampleBuilder
+from .examples import BuildStats, Example, ExampleBuilder, UnusableRows, skip_summary
 
 STATE_WEIGHTS = "train_state.safetensors"
 STATE_JSON = "train_state.json"
+# Rows drawn in a row that all yield no example before a run gives up (rows none of which can be
+# taught would otherwise be drawn forever): far more than any usable data set skips in a row.
+SKIP_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -223,14 +226,24 @@ def draw_batch(
     builder: ExampleBuilder, rows: Rows, config: TrainConfig, step: int
 ) -> list[Example]:
     """The examples of optimizer step `step`: drawn from a generator seeded by (seed, step) alone,
-    so any process draws the same batch for the same step."""
+    so any process draws the same batch for the same step. `SKIP_LIMIT` rows skipped in a row
+    raise `UnusableRows` with the skip reasons."""
     rng = random.Random(config.seed * 1_000_003 + step)
     batch: list[Example] = []
+    skipped = 0
     while len(batch) < config.batch_size:
         document, questions, gold, *given = rows(rng)
         example = builder.build(document, questions, gold, rng, *given)
         if example is not None:
             batch.append(example)
+            skipped = 0
+            continue
+        skipped += 1
+        if skipped >= SKIP_LIMIT:
+            raise UnusableRows(
+                f"no training row is usable: the last {skipped} rows drawn were all skipped "
+                f"({skip_summary(builder.stats.skipped, 'draw')})"
+            )
     return batch
 
 
@@ -383,15 +396,24 @@ def train(
     if source == out:
         step, history = _load_state(out, optimizer)
         log(f"resuming at step {step}")
-    else:
-        save_checkpoint(model, init, out)
-    (out / "train_config.json").write_text(json.dumps(asdict(config), indent=2))
+    batches = BatchSource(builder, rows, config, step)
+    try:
+        # The first batch before anything is written: rows none of which can be taught stop the
+        # run (`UnusableRows`) without leaving a model-looking directory behind.
+        first = None
+        if step < config.steps and (config.stop_at is None or step < config.stop_at):
+            first = batches.get(step)
+        if source != out:
+            save_checkpoint(model, init, out)
+        (out / "train_config.json").write_text(json.dumps(asdict(config), indent=2))
+    except BaseException:
+        batches.close()
+        raise
 
     started = time.monotonic()
     bar = Progress(total=config.steps, enabled=progress, label="training", unit="steps")
     bar.done = step
     window: list[float] = []
-    batches = BatchSource(builder, rows, config, step)
     try:
         while step < config.steps:
             if config.minutes is not None and time.monotonic() - started > 60 * config.minutes:
@@ -401,7 +423,8 @@ def train(
                 break
             gen = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
             torch.manual_seed(config.seed * 1_000_003 + step)  # dropout: per step, so resumable
-            batch = batches.get(step)
+            batch = first if first is not None else batches.get(step)
+            first = None
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, config)
             with torch.autocast(autocast, dtype=torch.bfloat16, enabled=config.bf16):

@@ -59,7 +59,7 @@ from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of,
 from decide.jobs.windows import Window, same_value, token_starts
 
 from .cut import sentences
-from .examples import RowMasking
+from .examples import RowMasking, UnusableRows
 
 DRAW_TRIES = 1000  # draws before giving up on rows none of whose windows can be trained
 
@@ -270,5 +270,5 @@ class WindowRows:
                 found = {q.id: self.found_weight for q in questions if self.found_weight != 1.0
                          and q.id in gold and absent_of(q) != (True, gold[q.id])}  # fmt: skip
                 return text, [by_id[qid] for qid in gold], gold, (), found, self.masking
-        raise ValueError(f"no trainable window in {DRAW_TRIES} draws: the questions of these "
-                         "documents leave no room for a window of them")  # fmt: skip
+        raise UnusableRows(f"no trainable window in {DRAW_TRIES} draws: the questions of these "
+                           "documents leave no room for a window of them")  # fmt: skip
