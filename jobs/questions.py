@@ -81,7 +81,7 @@ class QuestionCompiler:
         slot = compile_slot(question.schema_, self.vocabulary)
         if question.unit is not None and extract_kind(question.schema_, slot) != "numbers":
             raise UnsupportedSchema(
-                "/type", "unit", f"unit: {question.unit} needs a schema of numbers or integers"
+                "/type", "unit", f"{question.unit} needs a schema of numbers or integers"
             )
         return CompiledQuestion(
             question.id, question.text, question.schema_, slot, question.extract,

@@ -480,15 +480,34 @@ def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
     except QuestionsRefused as exc:
         raise SpecError(spec_refusal(exc)) from exc
     if qset.asked:
+        from .pack import QuestionsDoNotFit
+        from .window_plan import NoRoom
+
+        planner = WindowPlanner(packer, spec.windows)
         try:
             packer.prompt("x", qset.asked)
         except DocumentTooLong as exc:
             # With windows each block is asked on its own (`jobs.longdocs`).
-            if packer.long_documents != "windows" or not WindowPlanner(packer).fits(qset.asked):
-                raise SpecError(
-                    f"the spec's {len(qset)} questions do not fit the model, whatever the "
-                    f"document: {exc}"
-                ) from exc
+            if packer.long_documents == "windows" and planner.fits(qset.asked):
+                return
+            if isinstance(exc, QuestionsDoNotFit):  # truncate: says no truncation can help
+                why = str(exc)
+            else:  # a one-word document does not fit: --truncate would not help either
+                fixed = len(planner.prompt("", qset.asked, {})) + packer.answer_length(qset.asked)
+                why = (f"the questions and answers alone need {fixed} tokens, the model takes "
+                       f"{packer.max_length}")  # fmt: skip
+                if packer.long_documents == "windows":
+                    for k, group in enumerate(planner.groups(qset.asked), start=1):
+                        try:
+                            planner.room(group, label=f"block {k}")
+                        except NoRoom as no_room:
+                            why += f"; read in windows, {no_room}"
+                            break
+                why += "; no truncation of the document can make it fit"
+            raise SpecError(
+                f"the spec's {len(qset)} questions do not fit the model, whatever the "
+                f"document: {why}"
+            ) from exc
 
 
 def run_job(

@@ -132,11 +132,22 @@ _EXTRA = {
 # Keywords the compiler interprets (after normalisation); one of these that the draft does not
 # define must be moved out of the compiler's way.
 COMPILED = set(validators.Draft202012Validator.VALIDATORS) | {"$anchor", "$dynamicAnchor", "$id"}
+COMPILED |= {"then", "else", "minContains", "maxContains"}
+
+
+# Keywords `jsonschema` evaluates inside another keyword's validator, so absent from its
+# `VALIDATORS`: `then`/`else` (read by `if`, draft-07 on), `minContains`/`maxContains` (read by
+# `contains`, 2019-09 on).
+_READ_BY = {"draft-07": {"then", "else"}, "2019-09": {"minContains", "maxContains"}}
 
 
 def keywords(draft: str) -> set[str]:
     """Assertion/applicator keywords `jsonschema` evaluates in `draft` (plus its identifiers)."""
-    return set(VALIDATORS[draft].VALIDATORS) | _EXTRA[draft]
+    own = set(VALIDATORS[draft].VALIDATORS) | _EXTRA[draft]
+    for since, read in _READ_BY.items():
+        if ORDER.index(draft) >= ORDER.index(since):
+            own |= read
+    return own
 
 
 ALL_KEYWORDS = set().union(*(keywords(d) for d in ORDER)) | ANNOTATIONS | CONTAINERS

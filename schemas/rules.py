@@ -37,7 +37,8 @@ import numpy as np
 
 from decide.engine.constraints import InfeasibleSlot
 
-from .errors import EmptySchema, UnsupportedSchema
+from .drafts import normalize
+from .errors import EmptySchema, SchemaError, UnsupportedSchema
 from .nullable import value_schema
 from .rule_parse import Atom, Parser, Rule, atoms_of, evaluate
 from .slot import CompiledSlot, SlotState, compile_slot
@@ -167,8 +168,7 @@ class RuleSet:
                 value = json.loads(text)
                 key = tuple(a.holds(value) for a in atoms)
                 groups.setdefault((key, text if qid in self.valued else ""), []).append(value)
-            return [Cell(truth, compile_slot({"allOf": [self.schemas[qid], {"enum": values}]},
-                                             slot.vocab, max_tokens=slot.length),
+            return [Cell(truth, self._cell_slot(qid, slot, {"enum": values}),
                          values[0] if qid in self.valued else None)
                     for (truth, _), values in sorted(groups.items())]  # fmt: skip
         if not _integer_question(self.schemas[qid]):
@@ -205,12 +205,27 @@ class RuleSet:
             groups.setdefault(truth, []).append({"type": "integer", **bounds})
         cells = []
         for truth, ranges in sorted(groups.items()):
-            schema = {"allOf": [self.schemas[qid], {"anyOf": ranges}]}
             with contextlib.suppress(EmptySchema):  # a case no value of the question falls in
-                cells.append(Cell(truth, compile_slot(schema, slot.vocab, max_tokens=slot.length)))
+                cells.append(Cell(truth, self._cell_slot(qid, slot, {"anyOf": ranges})))
         if len(cells) > MAX_CELLS:
             raise UnsupportedSchema(f"/properties/{qid}", "rules", "too many distinct cases")
         return cells
+
+    def _cell_slot(self, qid: str, slot: CompiledSlot, case: dict[str, Any]) -> CompiledSlot:
+        """The slot of question `qid`'s values that also satisfy `case` (see `within`); a
+        refusal names its location in the question's schema as the user wrote it."""
+        schema, norm = within(self.schemas[qid], case)
+        try:
+            return compile_slot(schema, slot.vocab, max_tokens=slot.length)
+        except SchemaError as exc:
+            for prefix in ("/allOf/0", f"/$defs/{QUESTION}"):
+                if exc.pointer == prefix or exc.pointer.startswith(prefix + "/"):
+                    exc.pointer = norm.original_pointer(exc.pointer[len(prefix) :])
+                    break
+            else:  # the wrapper itself: the rules' split of the question into cases
+                exc.pointer, exc.keyword = "", "rules"
+            exc.args = (f"question {qid!r}: {exc.pointer or '#'}: {exc.keyword}: {exc.message}",)
+            raise
 
     def bind(self, questions: Sequence[tuple[str, CompiledSlot]], filler: int) -> list[Any]:
         """Constraints for one document's slots, in order: plain `SlotState`s for questions no
@@ -225,6 +240,40 @@ class RuleSet:
         state = RuleState(self, {qid: slot.length for qid, slot in questions}, filler)
         return [RuledSlot(state, qid) if qid in self.cells else slot.new_constraint(filler)
                 for qid, slot in questions]  # fmt: skip
+
+
+QUESTION = "decide-question"  # where `within` keeps the question's schema
+
+
+def within(schema: Any, case: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """A 2020-12 schema of the values of question schema `schema` (any draft) that also satisfy
+    `case`, with the `drafts.Normalized` form of `schema`. The question's schema, normalised to
+    2020-12 (`case` is written in it), is put inline under `allOf` beside `case` and kept whole
+    under `$defs`, its local references (`#`, `#/$defs/…` as Pydantic writes enums and nested
+    models) rewritten to point into that copy: they resolve, and recurse, exactly as in the
+    question's own schema."""
+    norm = normalize(schema)
+    prefix = f"/$defs/{QUESTION}"
+    question = _rebase(norm.schema, prefix)
+    return {"$defs": {QUESTION: question}, "allOf": [question, case]}, norm
+
+
+def _rebase(schema: Any, prefix: str) -> Any:
+    """`schema` with every local JSON pointer reference (`#`, `#/…`) moved under `prefix`
+    (anchor references, `#name`, resolve anywhere and stay); `enum`/`const` values untouched."""
+    if isinstance(schema, list):
+        return [_rebase(x, prefix) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("enum", "const"):
+            out[key] = value
+        elif key == "$ref" and isinstance(value, str) and (value == "#" or value.startswith("#/")):
+            out[key] = "#" + prefix + value[1:]
+        else:
+            out[key] = _rebase(value, prefix)
+    return out
 
 
 def _integer_question(schema: Any) -> bool:
