@@ -46,16 +46,14 @@ class Parts:
         self.ok = self.frame.filter(pl.col("status") == "ok")
 
     def answer(self, qid: str) -> pl.Expr:
-        """A question's answers; structs and lists as their compact JSON text."""
+        """A question's answers; objects and arrays as their compact JSON text, read from
+        `answers_json`: the typed struct column cannot tell a key the answer left out from one it
+        gave as null, and would show `{"first":"","age":null}` for `{"first":""}`."""
         dtype = self.schema["answers"].to_schema()[qid]
         raw = pl.col("answers").struct.field(qid)
-        if isinstance(dtype, pl.Struct):
-            text = raw.struct.json_encode()
-        elif isinstance(dtype, pl.List | pl.Array):
-            text = pl.struct(raw.alias("v")).struct.json_encode()
-            text = text.str.strip_prefix('{"v":').str.strip_suffix("}")
-        else:
+        if not isinstance(dtype, pl.Struct | pl.List | pl.Array):
             return raw.alias(qid)
+        text = pl.col("answers_json").str.json_path_match(f"$.{qid}")
         return pl.when(raw.is_not_null()).then(text).alias(qid)
 
     def numeric(self, qid: str) -> bool:

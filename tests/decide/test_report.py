@@ -629,3 +629,28 @@ def test_clicking_an_answer_highlights_its_evidence_in_chromium(windowed_job) ->
         assert errors == []
     finally:
         driver.quit()
+
+
+def test_object_and_array_answers_are_shown_as_the_decision_wrote_them(tmp_path: Path) -> None:
+    """An object answer that left out an optional key was shown with the key as null (the
+    struct column has every field): another valid value than the one given."""
+    person = {"type": "object", "properties": {"first": {"type": "string"},
+              "age": {"type": ["integer", "null"]}}, "required": ["first"],
+              "additionalProperties": False}  # fmt: skip
+    pets = {"type": "array", "items": person}
+    fields = answer_fields({"person": [person], "pets": [pets]})
+    assert fields["person"].dtype == pl.Struct({"first": pl.String, "age": pl.Int64})
+    given = [({"first": ""}, [{"first": "rex"}]), ({"first": "a", "age": None}, [])]
+    frame = pl.DataFrame(
+        [{"status": "ok",
+          "answers": {"person": fields["person"].cell(p), "pets": fields["pets"].cell(q)},
+          "answers_json": json.dumps({"person": p, "pets": q}, separators=(",", ":"))}
+         for p, q in given],
+        schema={"status": pl.String, "answers": answers_dtype(fields), "answers_json": pl.String},
+        orient="row",
+    )  # fmt: skip
+    frame.write_parquet(tmp_path / "part-00000.parquet")
+    parts = figures_module.Parts([tmp_path / "part-00000.parquet"])
+    shown = parts.ok.select(parts.answer("person"), parts.answer("pets")).collect()
+    assert shown["person"].to_list() == ['{"first":""}', '{"first":"a","age":null}']
+    assert shown["pets"].to_list() == ['[{"first":"rex"}]', "[]"]
