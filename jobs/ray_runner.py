@@ -20,6 +20,7 @@ cannot produce a second row.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,7 +261,9 @@ def run_job_ray(
     check_questions(spec, book, packer)
     if not ray.is_initialized():
         check_reachable(address)
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        # Ray's own INFO lines (cluster start, dashboard) are not the job's: warnings only.
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                 logging_level=logging.WARNING)  # fmt: skip
     setup = prepare(
         spec, plan, out, output, model_path=model_path, model_type=config.model_type,
         batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
