@@ -197,7 +197,8 @@ def render_table(reports: list[QuestionReport]) -> str:
             if r.spelling or r.folded:
                 detail.append(_spelling_label(r.spelling or ("upper case",)))
             if r.warnings:
-                detail.append(f"{len(r.warnings)} unknown keywords ignored")
+                n = len(r.warnings)
+                detail.append(f"{n} unknown keyword{'s' * (n != 1)} ignored")
             if r.cuts:
                 detail.append("some values left out")
             rows.append((r.question_id, "supported", slot, ", ".join(detail)))

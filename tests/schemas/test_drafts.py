@@ -182,7 +182,7 @@ def test_validate_reports_draft_warnings_and_depth() -> None:
     reports = check_questions(questions)
     assert reports[0].draft == "draft-07" and reports[0].warnings
     table = render_table(reports)
-    assert "draft draft-07" in table and "1 unknown keywords ignored" in table
+    assert "draft draft-07" in table and "1 unknown keyword ignored" in table
     assert "warning: d7: /nullable nullable: unknown keyword" in table
     assert "left out: tree: arrays/objects inside an unconstrained value" in table
     strict = check_questions(questions, strict=True)
