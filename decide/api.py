@@ -267,18 +267,6 @@ def _job_spec(spec: Any) -> JobSpec:
 COUNT_OPTIONS = ("batch_size", "part_rows")
 
 
-def _api_words(message: str) -> str:
-    """A runner error message in the Python API's words (arguments, not command-line flags)."""
-    message = api_message(message)
-    for flag, argument in (
-        ("--resume", "resume=True"),
-        ("--force-calibration", "force_calibration=True"),
-        ("--calibration and --review-below", "calibration and review_below in the spec"),
-    ):
-        message = message.replace(flag, argument)
-    return message
-
-
 def run_job(
     spec: JobSpec | PathLike,
     inputs: PathLike | Sequence[PathLike],
@@ -307,7 +295,7 @@ def run_job(
         result = runner.run_job(spec, paths, output, **options)
     except SpecError as exc:
         if len(exc.args) == 1 and isinstance(exc.args[0], str):
-            exc.args = (_api_words(exc.args[0]),)  # same error (and type), the API's words
+            exc.args = (api_message(exc.args[0]),)  # same error (and type), the API's words
         raise
     if report:
         write_report(output)

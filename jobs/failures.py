@@ -46,8 +46,18 @@ class DecisionError(RuntimeError):
         self.decision = decision
 
 
+# Command-line flags a runner message may name, and what the Python API calls them.
+API_WORDS = (
+    ("use --truncate", 'pass long_documents="truncate"'),
+    ("--truncate", 'long_documents="truncate"'),
+    ("--resume", "resume=True"),
+    ("--force-calibration", "force_calibration=True"),
+    ("--calibration and --review-below", "calibration and review_below in the spec"),
+)
+
+
 def api_message(message: str) -> str:
     """A runner error message in the Python API's words (options, not command-line flags)."""
-    return message.replace("use --truncate", 'pass long_documents="truncate"').replace(
-        "--truncate", 'long_documents="truncate"'
-    )
+    for flag, argument in API_WORDS:
+        message = message.replace(flag, argument)
+    return message

@@ -169,8 +169,7 @@ class OutputDir:
     def write_errors(self, invalid: pl.DataFrame) -> int:
         """Rebuild `errors.parquet` (`doc_id`, `error`, `error_kind`: a `FailureKind` value)
         from the error rows of every part plus `invalid` (input rows that cannot have an output
-        row: a null doc_id, unless `invalid` has its own `error_kind`). Returns the number of
-        rows."""
+        row: a null doc_id). Returns the number of rows."""
         frames = []
         for part in self.parts():
             scan = pl.scan_parquet(part)
@@ -186,10 +185,9 @@ class OutputDir:
             pl.concat([f.collect() for f in frames], how="vertical_relaxed") if frames else None
         )
         if invalid.height:
-            kind = "error_kind" if "error_kind" in invalid.columns else None
             extra = invalid.select(
                 pl.col("doc_id").cast(pl.String), "error",
-                pl.col(kind) if kind else pl.lit(FailureKind.null_doc_id.value).alias("error_kind"),
+                pl.lit(FailureKind.null_doc_id.value).alias("error_kind"),
             )  # fmt: skip
             errors = (
                 extra

@@ -15,11 +15,10 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from helpers.jobdata import QUESTIONS, write_docs
+from helpers.jobdata import QUESTIONS, run_interrupted, write_docs
 
 from decide.cli import main
 from decide.jobs import runner
-from decide.jobs.decisions import DecisionEngine
 from decide.jobs.manifest import Manifest, ManifestError
 from decide.jobs.spec import parse_spec
 from decide.report import build_report, validate_report, write_report
@@ -67,19 +66,8 @@ def test_a_resumed_job_reports_what_an_uninterrupted_one_does(
     runner.run_job(spec, [docs], tmp_path / "full", **options)
     full = build_report(tmp_path / "full")
 
-    decide = DecisionEngine.decide
-
-    def interrupted(self, items):
-        for n, decision in enumerate(decide(self, items)):
-            if n == 7:
-                raise KeyboardInterrupt
-            yield decision
-
-    monkeypatch.setattr(DecisionEngine, "decide", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        runner.run_job(spec, [docs], tmp_path / "resumed", **options)
+    run_interrupted(monkeypatch, 7, spec, [docs], tmp_path / "resumed", **options)
     assert Manifest.read(tmp_path / "resumed").status == "aborted"
-    monkeypatch.setattr(DecisionEngine, "decide", decide)
     again = runner.run_job(spec, [docs], tmp_path / "resumed", resume=True, **options)
     assert again.skipped == 7
     resumed = build_report(tmp_path / "resumed")

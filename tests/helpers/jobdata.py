@@ -95,3 +95,25 @@ def long_text(sentences: int, seed: int = 0) -> str:
         f"Sentence {i} says {words[(i + seed) % 9]} {words[(i * 7 + seed) % 9]} was noted."
         for i in range(sentences)
     )
+
+
+def run_interrupted(monkeypatch, after: int, spec, inputs: list[Path], out: Path, **options):
+    """`runner.run_job` with a Ctrl-C raised after `after` decisions (the run aborts, as a real
+    one does, with the decisions so far written); decoding is left as it was afterwards."""
+    import pytest
+
+    from decide.jobs import runner
+    from decide.jobs.decisions import DecisionEngine
+
+    decide = DecisionEngine.decide
+
+    def interrupted(self, items):
+        for n, decision in enumerate(decide(self, items)):
+            if n == after:
+                raise KeyboardInterrupt
+            yield decision
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DecisionEngine, "decide", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_job(spec, inputs, out, **options)

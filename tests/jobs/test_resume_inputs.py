@@ -13,11 +13,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from helpers.jobdata import QUESTIONS, read_answers, write_docs
+from helpers.jobdata import QUESTIONS, read_answers, run_interrupted, write_docs
 
 from decide.cli import main
 from decide.jobs import runner
-from decide.jobs.decisions import DecisionEngine
 from decide.jobs.manifest import Manifest
 from decide.jobs.spec import parse_spec
 from decide.report import build_report, validate_report
@@ -125,19 +124,8 @@ def test_a_resumed_job_keeps_its_start_and_sums_its_seconds(model, tmp_path, mon
     docs = write_docs(tmp_path / "in.parquet", 10, seed=2)
     spec = parse_spec({"questions": QUESTIONS[:3]})
     options = dict(model=model, batch_size=1, part_rows=2, progress=False)
-    decide = DecisionEngine.decide
-
-    def interrupted(self, items):
-        for n, decision in enumerate(decide(self, items)):
-            if n == 5:
-                raise KeyboardInterrupt
-            yield decision
-
-    monkeypatch.setattr(DecisionEngine, "decide", interrupted)
     out = tmp_path / "out"
-    with pytest.raises(KeyboardInterrupt):
-        runner.run_job(spec, [docs], out, **options)
-    monkeypatch.setattr(DecisionEngine, "decide", decide)
+    run_interrupted(monkeypatch, 5, spec, [docs], out, **options)
     # The first run as a long one would have recorded it (an hour earlier, 1000 s of work).
     path = out / "manifest.json"
     first = json.loads(path.read_text())
