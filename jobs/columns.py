@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from decide.schemas.nullable import deref, only_null
+from decide.schemas.nullable import ANNOTATIONS, deref, only_null
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,16 @@ class Field:
 
 
 JSON = Field("json", pl.String)
+FLOAT = Field("scalar", pl.Float64)
+INT = Field("scalar", pl.Int64)
 
 
 def _scalar(kinds: set[str]) -> Field | None:
     kinds = kinds - {"null"}
     if kinds == {"integer"}:
-        return Field("scalar", pl.Int64)
+        return INT
     if kinds and kinds <= {"integer", "number"}:
-        return Field("scalar", pl.Float64)
+        return FLOAT
     if kinds == {"boolean"}:
         return Field("scalar", pl.Boolean)
     if kinds == {"string"}:
@@ -92,6 +94,15 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
     def field(sub: Any) -> Field:
         return answer_field(sub, root, expanding)
 
+    parts = _conjuncts(schema)
+    if parts is not None:
+        # `allOf: [{type: integer}, {minimum: 0}]`, or a reference with keywords beside it: a
+        # value satisfies every part, so its type is what the parts that constrain it agree on
+        fields = {field(p) for p in parts if _constrains_type(p)}
+        if len(fields) > 1 and fields <= {FLOAT, INT}:
+            return INT  # an integer is a number; a number that is an integer is an integer
+        return fields.pop() if len(fields) == 1 else JSON
+
     if "const" in schema:
         return _scalar({_kind_of(schema["const"])}) or JSON
     if isinstance(schema.get("enum"), list):
@@ -122,6 +133,27 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
     return _scalar(kinds) or JSON
 
 
+TYPE_KEYWORDS = ("type", "const", "enum", "anyOf", "oneOf", "allOf", "$ref", "properties", "items")
+
+
+def _constrains_type(schema: Any) -> bool:
+    return not isinstance(schema, dict) or any(k in schema for k in TYPE_KEYWORDS)
+
+
+def _conjuncts(schema: dict[str, Any]) -> list[Any] | None:
+    """The schemas a value of `schema` must all satisfy, when it has an `allOf` or a `$ref` with
+    other keywords beside it (what `deref` does not follow); None otherwise."""
+    all_of = schema.get("allOf")
+    has_ref = isinstance(schema.get("$ref"), str)
+    if not isinstance(all_of, list) and (not has_ref or set(schema) - ANNOTATIONS == {"$ref"}):
+        return None  # nothing to combine (a bare reference `deref` could not follow stays)
+    rest = {k: v for k, v in schema.items() if k not in ("allOf", "$ref")}
+    parts: list[Any] = [rest] + (list(all_of) if isinstance(all_of, list) else [])
+    if has_ref:
+        parts.append({"$ref": schema["$ref"]})
+    return parts
+
+
 def _reference(schema: dict[str, Any]) -> str:
     """What a bare reference (or an `allOf` of one) names, to notice a model inside itself."""
     while isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
@@ -131,9 +163,6 @@ def _reference(schema: dict[str, Any]) -> str:
     return str(schema.get("$ref", json.dumps(schema, sort_keys=True)))
 
 
-FLOAT = Field("scalar", pl.Float64)
-
-
 def answer_fields(schemas: Mapping[str, list[Any]]) -> dict[str, Field]:
     """One field per question id. Per-row questions can give one id several schemas; integer and
     number ones share Float64, and when they disagree on any other type the id is stored as JSON
@@ -141,7 +170,7 @@ def answer_fields(schemas: Mapping[str, list[Any]]) -> dict[str, Field]:
     out = {}
     for qid, variants in schemas.items():
         fields = {answer_field(s) for s in variants}
-        if len(fields) > 1 and fields <= {FLOAT, Field("scalar", pl.Int64)}:
+        if len(fields) > 1 and fields <= {FLOAT, INT}:
             fields = {FLOAT}
         out[qid] = fields.pop() if len(fields) == 1 else JSON
     return out

@@ -41,6 +41,9 @@ class InputPlan:
     carried_schema: dict[str, pl.DataType] = field(default_factory=dict)
 
 
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def _schema(path: Path) -> pl.Schema:
     if not path.exists():
         raise SpecError(f"{path}: no such input file")
@@ -49,7 +52,8 @@ def _schema(path: Path) -> pl.Schema:
     try:
         return pl.read_parquet_schema(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise SpecError(f"{path}: not a readable parquet file ({exc})") from exc
+        hint = "; a job spec is passed with --spec" if path.suffix in SPEC_SUFFIXES else ""
+        raise SpecError(f"{path}: not a readable parquet file ({exc}){hint}") from exc
 
 
 def _questions_type_ok(dtype: pl.DataType) -> bool:

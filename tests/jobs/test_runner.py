@@ -190,6 +190,8 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     cases = [
         (tmp_path / "noid.parquet", "o1", "job", "no doc_id column 'doc_id'"),
         (tmp_path / "text.parquet", "o2", "job", "not a readable parquet file"),
+        # the spec given where the inputs go (`decide run job.yaml in.parquet`)
+        (tmp_path / "job.json", "o12", "job", "a job spec is passed with --spec"),
         (docs, "o3", "bad", "/format"),
         (docs, "o4", "none", "no questions"),
         (docs, "a-file/out", "job", "a-file"),

@@ -154,6 +154,23 @@ def test_local_references_are_followed() -> None:
     assert answer_field({"$ref": "#/$defs/Missing"}).kind == "json"
 
 
+def test_an_all_of_takes_the_type_its_parts_agree_on() -> None:
+    """`allOf: [{type: integer}, {minimum: 0}]` and a reference with keywords beside it were
+    stored as JSON text ('12') though every value is an integer."""
+    bounded = {"allOf": [{"type": "integer"}, {"minimum": 0, "maximum": 50}]}
+    assert answer_field(bounded).dtype == pl.Int64 and answer_field(bounded).cell(12) == 12
+    both = {"type": "number", "allOf": [{"type": "integer"}]}
+    assert answer_field(both).dtype == pl.Int64  # a number that is an integer
+    ref = {"$ref": "#/$defs/Amount", "minimum": 1, "$defs": {"Amount": {"type": "integer"}}}
+    assert answer_field(ref).dtype == pl.Int64
+    word = {"allOf": [{"$ref": "#/$defs/S"}, {"maxLength": 9}], "$defs": {"S": {"enum": ["a"]}}}
+    assert answer_field(word).dtype == pl.String
+    # parts that disagree, or an allOf of two objects, stay JSON text
+    assert answer_field({"allOf": [{"type": "integer"}, {"type": "string"}]}).kind == "json"
+    objects = [{"type": "object", "properties": {k: {"type": "string"}}} for k in "ab"]
+    assert answer_field({"allOf": objects}).kind == "json"
+
+
 WORDPIECE = Path(__file__).parents[2] / "decide" / "model" / "tokenizer.json"  # uncased
 
 
