@@ -19,6 +19,7 @@ cannot produce a second row.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import socket
@@ -53,6 +54,36 @@ def _ray():
             '--engine ray needs Ray Data, which is not installed: pip install "decide[ray]"'
         ) from exc
     return ray
+
+
+def _zero_cpus(read: Any) -> dict[str, Any]:
+    """A read task that takes no CPU slot, said as this Ray version wants it (`ray_remote_args`
+    is deprecated where `num_cpus` is a parameter of its own)."""
+    if "num_cpus" in inspect.signature(read).parameters:
+        return {"num_cpus": 0}
+    return {"ray_remote_args": {"num_cpus": 0}}
+
+
+def _restarts(ray: Any) -> dict[str, Any]:
+    """A lost actor is restarted and its batch retried. Ray Data does that by default since 2.60
+    (where passing them is a deprecated `ray_remote_args`); older versions are told."""
+    major, minor = (int(x) for x in ray.__version__.split(".")[:2])
+    return {} if (major, minor) >= (2, 60) else {"max_restarts": -1, "max_task_retries": -1}
+
+
+def quiet_ray_data(context: Any) -> None:
+    """Ray Data's own progress bars and INFO lines (execution plans, progress logged every 10 s
+    when stderr is no terminal) are not the job's: `decide` shows its own progress (or none, with
+    --no-progress). Warnings and errors still reach the console; Ray's log files keep the rest."""
+    from ray.util.debug import log_once
+
+    context.enable_progress_bars = False
+    log_once("ray_data_progress_manager_disabled")  # its "Progress bars disabled" warning
+    if hasattr(context, "print_on_execution_start"):
+        context.print_on_execution_start = False
+    for handler in logging.getLogger("ray.data").handlers:
+        if not isinstance(handler, logging.FileHandler):
+            handler.setLevel(max(handler.level, logging.WARNING))
 
 
 class DeciderActor:
@@ -174,8 +205,9 @@ def _decisions(
     context = ray.data.DataContext.get_current()
     if hasattr(context, "use_datasource_v2"):
         context.use_datasource_v2 = False
+    quiet_ray_data(context)
     ds = ray.data.read_parquet([str(p) for p in plan.files], columns=columns, include_paths=True,
-                               ray_remote_args={"num_cpus": 0})  # fmt: skip
+                               **_zero_cpus(ray.data.read_parquet))  # fmt: skip
     ds = ds.map_batches(keep, batch_format="pyarrow", num_cpus=0)
     ds = ds.map_batches(
         DeciderActor,
@@ -189,11 +221,10 @@ def _decisions(
         },
         batch_format="pyarrow",
         batch_size=max(8 * batch_size, 64),
-        concurrency=actors,
+        compute=ray.data.ActorPoolStrategy(size=actors),
         num_gpus=gpus_per_actor or None,
         num_cpus=1 if not gpus_per_actor else None,
-        max_restarts=-1,
-        max_task_retries=-1,
+        **_restarts(ray),
     )
     for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
         for row in batch.to_pylist():

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -56,12 +57,20 @@ def _answers(out: Path) -> pl.DataFrame:
     return pl.read_parquet(out / "answers" / "*.parquet").sort("doc_id")
 
 
-def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job) -> None:
+def test_ray_gives_the_same_answers_and_resume_redoes_nothing(cluster, job, capfd) -> None:
     from decide.jobs.ray_runner import run_job_ray
 
     root, docs, model, spec = job
-    result = run_job_ray(spec, [docs], root / "ray", model=model, batch_size=4, actors=2,
-                         part_rows=7, progress=False)  # fmt: skip
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_job_ray(spec, [docs], root / "ray", model=model, batch_size=4, actors=2,
+                             part_rows=7, progress=False)  # fmt: skip
+    # Ray Data's INFO lines, progress bars and deprecation warnings reached the console before
+    err = capfd.readouterr().err
+    assert "INFO" not in err and "Running Dataset" not in err and "Parquet dataset" not in err
+    ours = [str(w.message) for w in caught if w.filename.endswith("ray_runner.py")]
+    assert not ours, ours  # how decide calls Ray Data (Ray's own internal ones are not ours)
     local, remote = _answers(root / "local"), _answers(root / "ray")
     assert remote["doc_id"].n_unique() == remote.height == DOCS
     # Evidence too: the extract answers' spans (documents read whole), and the windows count.
