@@ -44,6 +44,25 @@ class Field:
             return float(value)
         return value
 
+    def overflow(self, value: Any) -> str | None:
+        """Why `value` cannot be stored in this field (an integer beyond 64 bits, which polars
+        would turn into null silently), or None when it can."""
+        if value is None or self.kind == "json":
+            return None
+        if self.kind == "struct" and isinstance(value, dict):
+            inner = (c.overflow(value.get(n)) for n, c in self.children)
+            return next((why for why in inner if why), None)
+        if self.kind == "list" and isinstance(value, list):
+            inner = (self.children[0][1].overflow(v) for v in value)
+            return next((why for why in inner if why), None)
+        wide = isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX
+        if self.dtype == pl.Int64 and wide:
+            return f"{value} does not fit a 64-bit integer column (a string schema keeps it)"
+        return None
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 
 JSON = Field("json", pl.String)
 FLOAT = Field("scalar", pl.Float64)
@@ -115,14 +134,16 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
     kind = schema.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
     if kinds - {"null"} == {"object"}:
+        # Keys beyond `properties` and `required` are never generated (schemas/shapes.py), so
+        # declared properties make a struct whether or not `additionalProperties: false` says so
+        # (Pydantic does not write it).
         props = schema.get("properties")
-        if (
-            not isinstance(props, dict)
-            or not props
-            or schema.get("additionalProperties") is not False
-        ):
+        if not isinstance(props, dict) or not props:
             return JSON
-        children = tuple((name, field(sub)) for name, sub in props.items())
+        named = dict(props)
+        for key in schema.get("required", ()) if isinstance(schema.get("required"), list) else ():
+            named.setdefault(key, {})
+        children = tuple((name, field(sub)) for name, sub in named.items())
         return Field("struct", pl.Struct({n: f.dtype for n, f in children}), children)
     if kinds - {"null"} == {"array"}:
         items = schema.get("items")

@@ -188,6 +188,27 @@ def _frame(
     return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None)
 
 
+def fit_columns(d: Decision, fields: dict[str, Field], partial_rows: str) -> None:
+    """An answer its column cannot hold fails on its own (the row partial, or an error row with
+    `partial_rows: error`); `answers_json` keeps the value."""
+    if d.answers is None:
+        return
+    for qid, f in fields.items():
+        why = f.overflow(d.answers.get(qid))
+        if why is None:
+            continue
+        if partial_rows == "error":
+            d.status, d.kind = "error", FailureKind.answer_invalid
+            d.error = f"question {qid!r}: {why}"
+            d.answers = d.answers_json = d.confidence = d.errors = None
+            d.partial = False
+            return
+        d.answers = {k: v for k, v in d.answers.items() if k != qid}
+        d.confidence = {k: v for k, v in (d.confidence or {}).items() if k != qid}
+        d.errors = {**(d.errors or {}), qid: f"{why}; answers_json holds it"}
+        d.partial = True
+
+
 @dataclass
 class JobSetup:
     """Everything known before the first document is decided."""
@@ -421,6 +442,7 @@ def write_decisions(
 
     try:
         for decision in decisions:
+            fit_columns(decision, setup.fields, setup.spec.partial_rows)
             pending.append(decision)
             result.nfe += decision.nfe
             result.answer_tokens += decision.answer_tokens

@@ -1,0 +1,81 @@
+"""Answer columns as users' schemas are written: Pydantic models without `extra="forbid"` are
+structs, and an integer too wide for Int64 fails on its own instead of turning into null."""
+
+from __future__ import annotations
+
+import polars as pl
+from pydantic import BaseModel
+
+from decide.jobs.columns import answer_field, answer_fields
+from decide.jobs.decisions import Decision
+from decide.jobs.failures import FailureKind
+from decide.jobs.runner import fit_columns
+
+
+class Address(BaseModel):
+    city: str
+    postcode: str | None = None
+
+
+class Line(BaseModel):
+    item: str
+    qty: int
+
+
+class Order(BaseModel):
+    address: Address
+    lines: list[Line]
+
+
+def test_a_pydantic_model_without_extra_forbid_is_a_struct() -> None:
+    """Pydantic writes no `additionalProperties: false`; keys beyond `properties` are never
+    generated, so the columns were JSON text ('{"city":""}') for no reason."""
+    schema = Order.model_json_schema()
+    fields = {
+        k: answer_field({**v, "$defs": schema["$defs"]}) for k, v in schema["properties"].items()
+    }
+    assert fields["address"].dtype == pl.Struct({"city": pl.String, "postcode": pl.String})
+    assert fields["lines"].dtype == pl.List(pl.Struct({"item": pl.String, "qty": pl.Int64}))
+    # a required key without a schema of its own is a field too (any value: JSON text)
+    loose = answer_field({"type": "object", "properties": {"a": {"type": "integer"}},
+                          "required": ["a", "b"]})  # fmt: skip
+    assert loose.dtype == pl.Struct({"a": pl.Int64, "b": pl.String})
+    assert answer_field({"type": "object"}).kind == "json"  # a free object stays JSON text
+
+
+WIDE = 98765432109876543210
+
+
+def decision() -> Decision:
+    answers = {"account": WIDE, "nested": {"n": [1, WIDE]}, "city": "leeds"}
+    return Decision(1, "ok", answers=answers, answers_json='{"account": 98765432109876543210}',
+                    confidence={"account": 1.0, "nested": 0.9, "city": 0.6})  # fmt: skip
+
+
+FIELDS = answer_fields({
+    "account": [{"type": "integer"}],
+    "nested": [{"type": "object", "properties": {"n": {"type": "array", "items": {"type": "integer"}}}}],
+    "city": [{"type": "string"}],
+})  # fmt: skip
+
+
+def test_an_integer_wider_than_int64_fails_on_its_own() -> None:
+    """polars wrote such a value as null with the row ok and its confidence kept."""
+    d = decision()
+    fit_columns(d, FIELDS, "keep")
+    assert d.ok and d.partial
+    assert "does not fit a 64-bit integer column" in d.errors["account"]
+    assert "does not fit" in d.errors["nested"] and d.errors.get("city") is None
+    assert d.answers == {"city": "leeds"} and d.confidence == {"city": 0.6}
+    assert "98765432109876543210" in d.answers_json  # the value is kept where it fits
+    fits = Decision(2, "ok", answers={"account": 2**63 - 1, "nested": None, "city": "york"})
+    fit_columns(fits, FIELDS, "keep")
+    assert not fits.partial and fits.errors is None
+
+
+def test_with_partial_rows_error_the_row_fails() -> None:
+    d = decision()
+    fit_columns(d, FIELDS, "error")
+    assert d.status == "error" and d.kind is FailureKind.answer_invalid
+    assert d.error.startswith("question 'account': 98765432109876543210 does not fit")
+    assert d.answers is None and d.answers_json is None and d.confidence is None
