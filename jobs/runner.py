@@ -34,7 +34,7 @@ from decide.schemas.rules import rule_question_ids
 from decide.schemas.validate import check_questions as check_schemas
 
 from .calibrate import ConfidencePlan
-from .columns import Field, answer_fields, answers_dtype
+from .columns import JSON, Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item
 from .evidence import evidence_dtype
 from .failures import FailureKind
@@ -262,6 +262,35 @@ def _recorded_inputs(prior: Manifest) -> dict[Path, tuple[str, InputFile]]:
     return recorded
 
 
+def typed_like_parts(fields: dict[str, Field], out: OutputDir, output: Path) -> dict[str, Field]:
+    """A resumed job writes its answers with the types of the parts already written, so that
+    they still read together: a column an earlier version of `decide` wrote as JSON text (an
+    `allOf` integer or a Pydantic model before 2026-12-07) stays JSON text. Any other difference
+    is refused."""
+    parts = out.parts()
+    if not parts:
+        return fields
+    try:
+        written = pl.read_parquet_schema(parts[0]).get("answers")
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise SpecError(f"{parts[0]}: unreadable answer part ({exc})") from exc
+    if not isinstance(written, pl.Struct):
+        return fields
+    before = {f.name: f.dtype for f in written.fields}
+    kept = dict(fields)
+    for qid, now in fields.items():
+        if qid not in before or before[qid] == now.dtype:
+            continue
+        if before[qid] == pl.String:
+            kept[qid] = JSON
+            continue
+        raise SpecError(
+            f"{output}: cannot resume: the answers of {qid!r} were written as {before[qid]} and "
+            f"would now be {now.dtype}; decide these into a new output directory"
+        )
+    return kept
+
+
 def check_resume(out: OutputDir, plan: InputPlan, output: Path) -> None:
     """Refuse (`SpecError`, exit 2, before any work) a resume that would mix its rows with the
     earlier ones: ids of another type than the parts' (their parts could not be read together),
@@ -372,8 +401,9 @@ def prepare(
         raise SpecError(f"{output}: the earlier run used a calibration or review queue; resume "
                         "with the same --calibration and --review-below")  # fmt: skip
     earlier = (prior.seconds or 0.0) if prior is not None else 0.0
+    fields = typed_like_parts(answer_fields(schemas), out, output)
     return JobSetup(
-        spec, plan, out, output, fingerprints, found, answer_fields(schemas), committed,
+        spec, plan, out, output, fingerprints, found, fields, committed,
         previous, prior, manifest, started, confidence, earlier,
     )  # fmt: skip
 

@@ -4,12 +4,15 @@ structs, and an integer too wide for Int64 fails on its own instead of turning i
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from pydantic import BaseModel
 
 from decide.jobs.columns import answer_field, answer_fields
 from decide.jobs.decisions import Decision
 from decide.jobs.failures import FailureKind
-from decide.jobs.runner import fit_columns
+from decide.jobs.output import OutputDir
+from decide.jobs.runner import fit_columns, typed_like_parts
+from decide.jobs.spec import SpecError
 
 
 class Address(BaseModel):
@@ -79,3 +82,23 @@ def test_with_partial_rows_error_the_row_fails() -> None:
     assert d.status == "error" and d.kind is FailureKind.answer_invalid
     assert d.error.startswith("question 'account': 98765432109876543210 does not fit")
     assert d.answers is None and d.answers_json is None and d.confidence is None
+
+
+def test_a_resumed_job_keeps_the_types_its_parts_were_written_with(tmp_path) -> None:
+    """A job an earlier version wrote with a Pydantic model as JSON text resumes with JSON text
+    (parts of two types would not read together); other differences are refused."""
+    (tmp_path / "answers").mkdir()
+    written = pl.Struct({"address": pl.String, "n": pl.Int64})
+    frame = pl.DataFrame({"answers": [{"address": '{"city":"x"}', "n": 1}]},
+                         schema={"answers": written})  # fmt: skip
+    frame.write_parquet(tmp_path / "answers" / "part-00000.parquet")
+    out = OutputDir(tmp_path, resume=True)
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    fields = answer_fields({"address": [address], "n": [{"type": "integer"}]})
+    assert fields["address"].kind == "struct"
+    kept = typed_like_parts(fields, out, tmp_path)
+    assert kept["address"].kind == "json" and kept["n"] == fields["n"]
+    assert typed_like_parts(fields, OutputDir(tmp_path / "new", resume=False), tmp_path) == fields
+    other = answer_fields({"address": [address], "n": [{"type": "boolean"}]})
+    with pytest.raises(SpecError, match="'n' were written as Int64 and would now be Boolean"):
+        typed_like_parts(other, out, tmp_path)
