@@ -453,6 +453,16 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)
         )
+    if qset.ruleset is not None and spec.long_documents == "windows":
+        from decide.jobs.pack import Packer
+
+        ruled = set(qset.ruleset.cells)
+        if not any(ruled <= {q.id for q in g} for g in Packer.groups(qset.asked)):
+            click.echo(
+                "rules and longer documents: the questions the rules test are in different "
+                "blocks, so windows decode them freely and the rules are checked on the combined "
+                "answers (a row breaking them takes other answers its windows gave, else fails)"
+            )
 
 
 def _echo_absent_below(default: float | None, asked: list) -> None:

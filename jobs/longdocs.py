@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from decide.engine.requests import DecodeRequest
-from decide.schemas import DecodeMismatch
+from decide.schemas import DecodeMismatch, SchemaError
 from decide.schemas.span import WrittenSpans
 
 from .evidence import Evidence, locate
@@ -219,15 +219,22 @@ class LongDocuments:
         text = d.item.document[window.start : window.end]
         todo = list(questions)
         constraints = None
-        while any(q.extract for q in todo):
+        # The rules are bound while decoding when this window's block asks every question they
+        # test (one block: a spec of up to 8 questions), else checked after combining.
+        ruleset = d.qset.ruleset
+        bind = ruleset is not None and set(ruleset.cells) <= {q.id for q in todo}
+        while bind or any(q.extract for q in todo):
             try:
                 constraints = d.qset.constraints(
-                    todo, (text,), bind_rules=False, first=self.packer.grow_slots
+                    todo, (text,), bind_rules=bind, first=self.packer.grow_slots
                 )
                 break
             except MissingSpan as exc:  # no span here: this window cannot answer it
                 d.missing.setdefault(exc.question_id, str(exc))
                 todo = [q for q in todo if q.id != exc.question_id]
+            except SchemaError as exc:  # as for a document read whole (`jobs.decisions`)
+                d.failure = (FailureKind.schema_refused, f"rules: {exc}")
+                return
         if not todo:
             return
         blocks, _ = self.packer.blocks(todo, constraints)

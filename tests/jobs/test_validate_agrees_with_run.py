@@ -74,3 +74,21 @@ def test_if_then_else_pass_strict_without_a_warning(model, tmp_path) -> None:
         assert result.exit_code == 0, result.output
         assert "warning" not in result.output and "unknown keyword" not in result.output
         assert "7 values" in result.output  # 1, 2, 3, 6, 7, 8, 9: then/else applied
+
+
+def test_validate_says_when_windows_only_check_the_rules(model, tmp_path) -> None:
+    """Rules whose questions share a block are bound in every window as in a document read
+    whole; across blocks, windows decode freely and the rules are checked after combining, and
+    validate said "enforced while decoding" without a word about it."""
+    booleans = [
+        {"id": f"b{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}} for i in range(9)
+    ]
+    line = "rules and longer documents: the questions the rules test are in different blocks"
+    for rule, said in (("b0 || b1", False), ("b0 || b8", True)):
+        spec = tmp_path / "spec.json"
+        spec.write_text(
+            json.dumps({"questions": booleans, "rules": [{"rule": rule, "message": "m"}]})
+        )
+        result = CliRunner().invoke(main, ["validate", str(spec), "--model", model])
+        assert result.exit_code == 0, result.output
+        assert (line in result.output) is said, result.output

@@ -207,6 +207,39 @@ def test_rules_hold_on_every_windowed_decision(bert, tmp_path) -> None:
         )
 
 
+def test_rules_within_one_block_are_bound_in_every_window(bert) -> None:
+    """A window's block that asks every question the rules test decodes under them, as a
+    document read whole does (before, windows decoded freely and only the combined answers were
+    checked, so rows whose windows all broke a rule failed with `rule_violated`); a block that
+    lacks some of them still decodes freely (the rules are checked after combining)."""
+    from decide.schemas.rules import RuledSlot
+
+    rules = [{"rule": "late == (kind == 'home')", "message": "late exactly when home"}]
+    engine = DecisionEngine(Decider(bert).loaded, long_documents="windows", rules=rules)
+    text = long_text(60)
+    window = Window(0, 0, 200, 40)
+
+    def constraints(questions: list) -> dict[str, object]:
+        qset = engine.questions([Question.model_validate(q) for q in questions])
+        groups = engine.packer.groups(qset.asked)
+        doc = _Doc(Item("r", text, qset), qset, None, groups)
+        out = {}
+        for b, group in enumerate(groups):
+            [(_, asked, (_, blocks, _))] = engine.long._window(doc, b, window, group, {})
+            out.update({q.id: s.constraint for q, s in zip(asked, blocks[0].slots, strict=True)})
+        return out
+
+    bound = constraints([KIND, LATE])
+    assert isinstance(bound["kind"], RuledSlot) and isinstance(bound["late"], RuledSlot)
+    assert bound["kind"].state is bound["late"].state  # the answers see the rule jointly
+    # nine questions, two blocks: `kind` in the first, `late` in the second
+    others = [
+        {"id": f"b{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}} for i in range(7)
+    ]
+    split = constraints([KIND, *others, LATE])
+    assert not isinstance(split["kind"], RuledSlot) and not isinstance(split["late"], RuledSlot)
+
+
 def test_top_k_decides_only_the_windows_bm25_ranks_highest(bert) -> None:
     text = long_text(300)
     middle = len(text) // 2
