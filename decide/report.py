@@ -110,6 +110,7 @@ def build_report(out: Path) -> dict[str, Any]:
     confidence, overall = figures.confidence_figures(parts)
     empty = {"counts": [0] * figures.CONFIDENCE_BINS, "mean": None, "answered_mean": None}
     texts = {q.id: q.text for q in manifest.spec.questions}
+    texts.update(_row_question_texts(out, manifest, [q for q in answers if q not in texts]))
     withheld = figures.withheld_counts(parts)
     questions = []
     for qid, tally in answers.items():
@@ -290,6 +291,33 @@ def input_paths(out: Path, manifest: Manifest) -> list[Path]:
         else:
             found.append(here)
     return found
+
+
+def _row_question_texts(out: Path, manifest: Manifest, ids: list[str]) -> dict[str, str]:
+    """The wording of questions only the input rows ask (per-row questions): the one most rows
+    use, with how many other wordings there are."""
+    column = manifest.spec.input.questions
+    paths = input_paths(out, manifest) if ids else []
+    if not paths:
+        return {}
+    try:
+        found = collect(
+            pl.scan_parquet(paths)
+            .select(pl.col(column).explode().struct.field("id", "text"))
+            .filter(pl.col("id").is_in(pl.Series(ids, dtype=pl.String).implode()))
+            .group_by("id", "text")
+            .len()
+            .sort("len", "text", descending=[True, False])
+        )
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        log.warning("per-row question texts not available for the report: %s", exc)
+        return {}
+    texts: dict[str, str] = {}
+    for qid, group in found.group_by("id", maintain_order=True):
+        others = group.height - 1
+        more = f" (and {others} other wording{'s' if others > 1 else ''})" if others else ""
+        texts[str(qid[0])] = f"{group['text'][0]}{more}"
+    return texts
 
 
 def _document_texts(out: Path, manifest: Manifest, ids: list[Any]) -> dict[Any, str]:

@@ -654,3 +654,23 @@ def test_object_and_array_answers_are_shown_as_the_decision_wrote_them(tmp_path:
     shown = parts.ok.select(parts.answer("person"), parts.answer("pets")).collect()
     assert shown["person"].to_list() == ['{"first":""}', '{"first":"a","age":null}']
     assert shown["pets"].to_list() == ['[{"first":"rex"}]', "[]"]
+
+
+def test_per_row_questions_are_shown_with_their_wording(tiny_checkpoint, tmp_path) -> None:
+    """Questions only the rows ask had an empty text in report.json and on the page."""
+    docs = write_docs(tmp_path / "in.parquet", 4, seed=3)
+    yes_no = json.dumps({"type": "boolean"})
+    rows = [
+        [{"id": "late", "text": "Was it late?", "schema": yes_no}],
+        [{"id": "late", "text": "Was it late?", "schema": yes_no}],
+        [{"id": "late", "text": "Did it arrive late?", "schema": yes_no},
+         {"id": "paid", "text": "Was it paid?", "schema": yes_no}],
+        [{"id": "paid", "text": "Was it paid?", "schema": yes_no}],
+    ]  # fmt: skip
+    pl.read_parquet(docs).with_columns(pl.Series("questions", rows)).write_parquet(docs)
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    run_job(parse_spec({"questions": []}), [docs], tmp_path / "out", model=model, progress=False)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    texts = {q["id"]: q["text"] for q in report["questions"]}
+    assert texts == {"late": "Was it late? (and 1 other wording)", "paid": "Was it paid?"}
+    assert "Was it late? (and 1 other wording)" in (tmp_path / "out" / "report.html").read_text()
