@@ -440,7 +440,18 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     if qset.checks is not None:
         finite = {q.id: 0 if q.extract else len(q.slot.values or ()) for q in qset.asked}
         why_not = qset.checks.enforcement(finite)[1]
+    from decide.jobs.checks import rule_ids as cel_ids
+    from decide.jobs.runner import rule_ids
+
+    own = {q.id for q in spec.questions}
     for i, r in enumerate(spec.cel_rules):
+        absent = [qid for qid in cel_ids([(r.rule, r.message)]) if qid not in own]
+        if absent:
+            names = ", ".join(repr(a) for a in absent)
+            click.echo(f"warning: rule /rules/{i}: {r.rule} reads {names}, no question of this "
+                       "spec: it applies only to rows that ask them (per-row questions), and "
+                       "`decide run` refuses it when no row does")  # fmt: skip
+            continue
         if i in why_not:
             how = (f"checked after decoding: it {why_not[i]}; a row violating it takes other "
                    "options of the finite answers it depends on, else fails with")  # fmt: skip
@@ -453,6 +464,10 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             f"rules: {len(ruleset.rules)} enforced while decoding, over "
             + ", ".join(f"{qid} ({len(ruleset.cells[qid])} cases)" for qid in ruleset.cells)
         )
+    for qid, pointer in rule_ids(spec).items() if spec.schema_rules is not None else ():
+        if qid not in own:
+            click.echo(f"warning: rules {pointer} names {qid!r}, no question of this "
+                       "spec: `decide run` refuses it unless a row asks it")  # fmt: skip
     if qset.ruleset is not None and spec.long_documents == "windows":
         from decide.jobs.pack import Packer
 

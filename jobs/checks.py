@@ -12,6 +12,9 @@ with the pointer `/rules/<i>/rule`, a rule naming an unknown id, one that does n
 check (the same typed subset and input types as `derive`, `jobs.derive`), or one whose result is
 not a bool. A rule reading an answer that is null or missing is not applicable to that row (it
 neither passes nor fails it), so a partial row is judged by the rules over the answers it has.
+Over one row's own questions (`unasked="skip"`) a rule reading an id the row does not ask does
+not apply to it either, as a JSON Schema rule's `properties` ignores a key the row's decision
+lacks; a typo is then a job's usage error, found against every id it may ask (`rule_ids`).
 """
 
 from __future__ import annotations
@@ -116,22 +119,49 @@ def _holds(check: Check, values: Mapping[str, Any]) -> bool:
     return _judge(check, values) is None
 
 
+def _parse(env: celpy.Environment, rule: str, where: str) -> Any:
+    try:
+        return env.compile(rule)
+    except celpy.CELParseError as exc:
+        detail = " ".join(str(exc).split())
+        raise DeriveError(where, f"cannot parse {rule!r}: {detail}") from exc
+
+
+def rule_ids(rules: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Every question id the CEL `rules` ((CEL, message) in spec order) read, with the pointer of
+    the first rule reading it (`DeriveError` for a rule that does not parse): a job whose rows
+    ask their own questions checks them against every id it may ask, as it does the ids of JSON
+    Schema rules (`schemas.rules.rule_question_ids`)."""
+    env = celpy.Environment()
+    out: dict[str, str] = {}
+    for i, (rule, _) in enumerate(rules):
+        where = f"/rules/{i}/rule"
+        for name in sorted(_idents(_parse(env, rule, where))):
+            out.setdefault(name, where)
+    return out
+
+
 def plan_checks(
-    rules: Sequence[tuple[str, str]], questions: Sequence[tuple[str, Any, str | None]]
+    rules: Sequence[tuple[str, str]],
+    questions: Sequence[tuple[str, Any, str | None]],
+    unasked: str = "refuse",
 ) -> CheckPlan:
     """Check `rules` ((CEL, message) in spec order) against `questions` ((id, schema, derive));
-    raises `DeriveError` with the rule's pointer."""
+    raises `DeriveError` with the rule's pointer. A rule reading an id that is not one of
+    `questions` is refused (`unasked="refuse"`: the questions are all a job asks), or does not
+    apply to them and is left out of the plan (`"skip"`: one row's own questions); it must parse
+    either way, and a rule over ids all among them must type check."""
+    if unasked not in ("refuse", "skip"):
+        raise ValueError(f"unasked: {unasked!r} is not 'refuse' or 'skip'")
     env = celpy.Environment()
     types: dict[str, CelType | None] = {qid: schema_type(schema) for qid, schema, _ in questions}
     checks = []
     for i, (rule, message) in enumerate(rules):
         where = f"/rules/{i}/rule"
-        try:
-            tree = env.compile(rule)
-        except celpy.CELParseError as exc:
-            detail = " ".join(str(exc).split())
-            raise DeriveError(where, f"cannot parse {rule!r}: {detail}") from exc
+        tree = _parse(env, rule, where)
         names = _idents(tree)
+        if unasked == "skip" and not names <= types.keys():
+            continue  # reads a question these do not ask: not applicable
         env_types = {}
         for name in sorted(names):
             if name not in types:

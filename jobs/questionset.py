@@ -262,7 +262,9 @@ class QuestionBook:
         triples = [(q.id, q.schema, q.derive) for q in questions]
         try:
             plan = plan_derived(triples)
-            checks = plan_checks(self.checks, triples) if self.checks else None
+            # A rule over a question this list does not ask does not apply to it (docs/jobs.md):
+            # a typo is refused against every id the job asks (`JobSpec` for its own questions).
+            checks = plan_checks(self.checks, triples, unasked="skip") if self.checks else None
         except ValueError as exc:  # DeriveError, with the expression's pointer
             raise QuestionsRefused(Stage.derive, exc) from exc
         ruleset = None
@@ -297,10 +299,12 @@ class QuestionBook:
 
 
 def row_refusal(exc: QuestionsRefused, origin: str) -> str:
-    """The error of a row whose own questions were refused (`origin` names row and column)."""
-    if exc.stage is Stage.schema:
-        return f"invalid questions: {origin}: {exc}"
-    return f"rules: {exc}" if exc.stage is Stage.rules else f"invalid questions: {exc}"
+    """The error of a row whose own questions were refused, at any stage, naming its row and
+    column (`origin`, as `jobs.spec.parse_questions` names them): `invalid questions: <origin>:
+    <why>`, or `rules: <why> (<origin>)` for rules that cannot be enforced over them."""
+    if exc.stage is Stage.rules:
+        return f"rules: {exc} ({origin})"
+    return f"invalid questions: {origin}: {exc}"
 
 
 def spec_refusal(exc: QuestionsRefused) -> str:

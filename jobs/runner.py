@@ -34,8 +34,10 @@ from decide.schemas.rules import rule_question_ids
 from decide.schemas.validate import check_questions as check_schemas
 
 from .calibrate import ConfidencePlan
+from .checks import rule_ids as cel_rule_ids
 from .columns import JSON, Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item
+from .derive import DeriveError
 from .evidence import evidence_dtype
 from .failures import FailureKind
 from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
@@ -360,12 +362,13 @@ def prepare(
     prior = out.previous_manifest()
     committed, previous = out.committed()
     found = survey(plan)
-    if spec.schema_rules is not None:
-        asked = {q.id for q in spec.questions} | set(found.question_schemas)
-        for qid, pointer in rule_question_ids(spec.schema_rules).items():
-            if qid not in asked:
-                raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
-                                "this job")  # fmt: skip
+    # Every id a rule reads must be one some row may ask (the spec's or a per-row question): a
+    # rule over an id a row does not ask does not apply to it, so a typo would apply to none.
+    asked = {q.id for q in spec.questions} | set(found.question_schemas)
+    for qid, pointer in rule_ids(spec).items():
+        if qid not in asked:
+            raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
+                            "this job")  # fmt: skip
     schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
     for qid, texts in found.question_schemas.items():
         # Only what a row can ask types a column: a refused question (a bad id, a schema that
@@ -516,15 +519,27 @@ def write_decisions(
     return result
 
 
+def rule_ids(spec: JobSpec) -> dict[str, str]:
+    """Every question id the spec's rules (JSON Schema or CEL) read, with a pointer; a rule that
+    does not parse is a `SpecError`."""
+    if spec.schema_rules is not None:
+        try:
+            return rule_question_ids(spec.schema_rules)
+        except SchemaError as exc:
+            raise SpecError(f"rules refused: {exc}") from exc
+    if not spec.cel_rules:
+        return {}
+    try:
+        return cel_rule_ids([(r.rule, r.message) for r in spec.cel_rules])
+    except DeriveError as exc:
+        raise SpecError(f"rules: {exc}") from exc
+
+
 def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
     """Compile the spec's questions (and its rules against them) up front, and check that they
     fit the model with a one-word document: a refusal is a usage error, not one error row per
     document."""
-    if spec.schema_rules is not None:
-        try:
-            rule_question_ids(spec.schema_rules)  # malformed rules, even with per-row questions
-        except SchemaError as exc:
-            raise SpecError(f"rules refused: {exc}") from exc
+    rule_ids(spec)  # malformed rules, even with per-row questions
     if not spec.questions:
         return
     try:

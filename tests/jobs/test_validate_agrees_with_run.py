@@ -92,3 +92,18 @@ def test_validate_says_when_windows_only_check_the_rules(model, tmp_path) -> Non
         result = CliRunner().invoke(main, ["validate", str(spec), "--model", model])
         assert result.exit_code == 0, result.output
         assert (line in result.output) is said, result.output
+
+
+def test_validate_warns_of_a_rule_over_no_question_of_the_spec(model, tmp_path) -> None:
+    """It may be a per-row question's id (run refuses it when no row asks it): a warning, and
+    the rule is not said to be enforced over questions the spec does not have."""
+    questions = [{"id": "police", "text": "Police?", "schema": {"type": "boolean"}}]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"questions": questions,
+                                "rules": [{"rule": "!b0 || police", "message": "m"}]}))  # fmt: skip
+    result = CliRunner().invoke(main, ["validate", str(spec), "--model", model])
+    assert result.exit_code == 0, result.output
+    assert "warning: rule /rules/0: !b0 || police reads 'b0', no question of this spec" in (
+        result.output
+    )
+    assert "enforced while decoding" not in result.output
