@@ -16,8 +16,29 @@ from . import automata
 from .automata import DFA, NFA
 from .canonical import canonical_json, key_rank
 from .drafts import VALIDATORS
-from .errors import EmptySchema, MalformedSchema, UnsupportedSchema, child, pointed_at
-from .shapes import EMPTY, Conj, Lang, Shapes, decimal_divisor, literal, union
+from .errors import (
+    EmptySchema,
+    MalformedSchema,
+    SchemaError,
+    UnsupportedSchema,
+    child,
+    pointed_at,
+)
+from .numbers import fits_digits
+from .shapes import (
+    DIGITS,
+    EMPTY,
+    Conj,
+    DecimalDigits,
+    Lang,
+    Shapes,
+    decimal_divisor,
+    digit_limits,
+    literal,
+    looks_like_pydantic_decimal,
+    pydantic_decimal,
+    union,
+)
 
 STRUCTURAL = {
     "type",
@@ -123,6 +144,66 @@ class KeywordCompiler(Shapes):
                     "$defs beside it: `decide.questions_from_model` puts them there)"
                 )
             raise MalformedSchema(ptr, "$ref", why) from None
+
+    def in_place_cycle(self) -> tuple[str, list[str]] | None:
+        """A cycle of references that comes back to a schema for the same value (through `$ref`,
+        `allOf`, `anyOf`, `not`, `if`, … but never into a property or an item), reachable from
+        the root: (pointer of a `$ref` on it, the pointers of its schemas in order, first one
+        last again), or None. Such a schema constrains nothing and validators recurse on it
+        forever (JSON Schema leaves its meaning undefined); a cycle through `properties` or
+        `items` (a tree) is fine, every turn being one level deeper in the value."""
+        nodes: dict[int, tuple[str, list[tuple[str, int, bool]]]] = {}
+        schemas: dict[int, dict[str, Any]] = {}
+        todo: list[tuple[str, Any]] = [("", self.root)]
+        while todo:
+            ptr, s = todo.pop()
+            if not isinstance(s, dict) or id(s) in nodes:
+                continue
+            edges: list[tuple[str, int, bool]] = []  # (pointer of the edge, target, is a $ref)
+            nodes[id(s)] = (ptr, edges)
+            schemas[id(s)] = s
+            for where, sub, in_place in _subschemas(s, ptr):
+                if where.endswith("/$ref"):
+                    try:
+                        target_ptr, sub = self.resolve(where, sub)
+                    except SchemaError:
+                        continue  # refused with its pointer when the compiler gets there
+                    todo.append((target_ptr, sub))
+                else:
+                    todo.append((where, sub))
+                if in_place and isinstance(sub, dict):
+                    edges.append((where, id(sub), where.endswith("/$ref")))
+        # Depth-first over the in-place edges, the root first: a target still on the path
+        # closes a cycle.
+        state: dict[int, int] = {}  # 1 on the path, 2 done
+        for start in nodes:
+            if start in state:
+                continue
+            path: list[tuple[int, int]] = [(start, 0)]  # (node, next edge to follow)
+            taken: list[tuple[str, bool]] = []  # the edge into each node of `path` but the first
+            state[start] = 1
+            while path:
+                node, i = path[-1]
+                edges = nodes[node][1]
+                if i == len(edges):
+                    state[node] = 2
+                    path.pop()
+                    if taken:
+                        taken.pop()
+                    continue
+                path[-1] = (node, i + 1)
+                where, target, is_ref = edges[i]
+                if state.get(target) == 1:
+                    at = [n for n, _ in path].index(target)
+                    ring = [*taken[at:], (where, is_ref)]
+                    ref = next((w for w, r in reversed(ring) if r), where)
+                    chain = [nodes[n][0] for n, _ in path[at:]] + [nodes[target][0]]
+                    return ref, chain
+                if target not in state:
+                    state[target] = 1
+                    path.append((target, 0))
+                    taken.append((where, is_ref))
+        return None
 
     def valid(self, conj: Conj, value: Any) -> bool:
         return all(self.validator.evolve(schema=s).is_valid(value) for _, s in conj)
@@ -343,9 +424,15 @@ class KeywordCompiler(Shapes):
         left out. Only when every branch is refused is the first refusal raised."""
         out: list[Lang] = []
         refused: list[UnsupportedSchema] = []
+        digits = self.decimal_digits(ptr, branches)
         for j, branch in enumerate(branches):
             where = child(ptr, "anyOf", j)
             try:
+                number = isinstance(branch, dict) and branch.get("type") == "number"
+                if digits is not None and number:
+                    held = self.node([*rest, digits, (where, branch)], refs)
+                    out.append(Lang(held.build, False))
+                    continue
                 out.append(self.node([*rest, (where, branch)], refs))
             except UnsupportedSchema as exc:
                 if isinstance(exc, EmptySchema):
@@ -357,6 +444,44 @@ class KeywordCompiler(Shapes):
         if len(refused) == len(out):
             raise refused[0]
         return out
+
+    def decimal_digits(self, ptr: str, branches: Any) -> tuple[str, dict[str, Any]] | None:
+        """Pydantic writes a `Decimal` as `anyOf: [{type: number}, {type: string, pattern}]`,
+        its `max_digits` / `decimal_places` only in the pattern (which the compiler refuses, so
+        the string branch is left out) while `Model.model_validate` enforces them on numbers too.
+        When the pattern is exactly Pydantic's, the conjunction member that holds the number
+        branches to those limits (`shapes.DIGITS`; None when it sets none); a pattern that only
+        looks like one is reported, as numbers are then not held to what it may limit."""
+        if not isinstance(branches, list):
+            return None
+        number = any(isinstance(b, dict) and b.get("type") == "number" for b in branches)
+        for k, branch in enumerate(branches):
+            where = child(ptr, "anyOf", k, "pattern")
+            limits = pydantic_decimal(branch)
+            if limits is None:
+                if number and looks_like_pydantic_decimal(branch):
+                    self.cuts[
+                        f"{where}: the digit limits of this pattern (Pydantic's Decimal "
+                        "max_digits / decimal_places?) are not recognised: numbers are not held "
+                        "to them, and `Model.model_validate` may refuse an answer"
+                    ] = None
+                continue
+            if not number or limits == DecimalDigits(None, None):
+                return None
+            said = ", ".join(
+                f"{name}={value}"
+                for name, value in (
+                    ("max_digits", limits.max_digits),
+                    ("decimal_places", limits.decimal_places),
+                )
+                if value is not None
+            )
+            self.cuts[
+                f"{ptr or '#'}: numbers with more digits than Pydantic's Decimal allows ({said}, "
+                f"read from its pattern at {where})"
+            ] = None
+            return (where, {DIGITS: limits})
+        return None
 
     def one_of(self, flat: Conj, i: int, refs: tuple[str, ...]) -> Lang:
         ptr, _ = flat[i]
@@ -389,10 +514,16 @@ class KeywordCompiler(Shapes):
         if enums:
             # The other enums are members of `flat`: `valid` keeps the values they all hold.
             candidates = list(enums[0][1])
+            limits = digit_limits(flat)
             texts: list[str] = []
             for v in candidates:
                 if self.valid(flat, v):
                     text = canonical_json(v, self.rank)
+                    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+                    if number and not all(
+                        fits_digits(text, d.max_digits, d.decimal_places) for d in limits
+                    ):
+                        continue
                     if text not in texts:
                         texts.append(text)
             return literal(texts)
@@ -429,6 +560,28 @@ _SCHEMA_ONE = (
     "unevaluatedItems",
     "unevaluatedProperties",
 )
+
+
+# Sub-schemas applied to the same value as their parent (the others go into a part of it).
+_IN_PLACE = {"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas"}
+
+
+def _subschemas(schema: dict[str, Any], ptr: str) -> list[tuple[str, Any, bool]]:
+    """The sub-schemas a validator applies from `schema` (not `$defs`, only reached through a
+    `$ref`, which is given as its pointer and value): (pointer, sub-schema, in place)."""
+    out: list[tuple[str, Any, bool]] = []
+    for kw, sub in schema.items():
+        here = child(ptr, kw)
+        in_place = kw in _IN_PLACE
+        if kw == "$ref":
+            out.append((here, sub, True))
+        elif kw in _SCHEMA_MAPS and kw not in ("$defs", "definitions") and isinstance(sub, dict):
+            out.extend((child(here, name), x, in_place) for name, x in sub.items())
+        elif kw in _SCHEMA_LISTS and isinstance(sub, list):
+            out.extend((child(here, n), x, in_place) for n, x in enumerate(sub))
+        elif kw in _SCHEMA_ONE:
+            out.append((here, sub, in_place))
+    return out
 
 
 _MONOTONE_MAPS = ("properties", "patternProperties")

@@ -103,6 +103,16 @@ def compile_language(
 
 def _compile(schema: Any, norm: Normalized, max_recursion: int) -> Language:
     comp = KeywordCompiler(norm.schema, max_recursion, norm.draft)
+    cycle = comp.in_place_cycle()
+    if cycle is not None:
+        ref, chain = cycle
+        path = " → ".join("#" + norm.original_pointer(p) for p in chain)
+        raise UnsupportedSchema(
+            ref,
+            "$ref",
+            f"a cycle of references that never goes into a property or an item ({path}): "
+            "it never reaches a value to constrain, and validators recurse on it forever",
+        )
     try:
         lang = comp.node([("", norm.schema)], ())
         nfa = NFA()

@@ -182,3 +182,61 @@ def decimal_of(value: object) -> Decimal:
         raise TypeError(value)
     # `+ 0` turns -0.0 into 0 so sign tests on the bound behave.
     return (Decimal(value) if isinstance(value, int) else Decimal(repr(value))) + 0
+
+
+def whole_digits_limit(max_digits: int | None, decimal_places: int | None) -> int | None:
+    """Most digits before the point Pydantic's `Decimal(max_digits, decimal_places)` allows
+    (None: no limit); `0` counts as one such digit, as Pydantic counts it."""
+    if max_digits is None:
+        return None
+    return max_digits if decimal_places is None else max(0, max_digits - decimal_places)
+
+
+def digit_limited_integers(max_digits: int, decimal_places: int | None) -> str | None:
+    """Regex of the canonical integers (signed) with at most the digits Pydantic allows
+    (`max_digits` set); None when there are none."""
+    whole = whole_digits_limit(max_digits, decimal_places)
+    if not whole:
+        return None
+    return f"(0|-?[1-9]{_any_digits_upto(whole - 1)})"
+
+
+def digit_limited_fractions(max_digits: int | None, decimal_places: int | None) -> str | None:
+    """Regex of the unsigned canonical non-integers `I.F` Pydantic's `Decimal(max_digits,
+    decimal_places)` accepts: at most `decimal_places` digits in `F`, at most `max_digits` in
+    `I` (none when it is `0`) and `F` together, and at most `max_digits - decimal_places` in `I`;
+    None when there are none."""
+    whole = whole_digits_limit(max_digits, decimal_places)
+    alts: list[str] = []
+    if max_digits is None:
+        assert decimal_places is not None
+        if decimal_places >= 1:
+            alts.append(f"(0|[1-9][0-9]*)\\.[0-9]{{0,{decimal_places - 1}}}[1-9]")
+    else:
+        assert whole is not None
+        for k in range(0, whole + 1):
+            room = max_digits - k
+            if decimal_places is not None:
+                room = min(room, decimal_places)
+            if room < 1:
+                continue
+            head = "0" if k == 0 else "[1-9]" + _any_digits(k - 1)
+            alts.append(f"{head}\\.[0-9]{{0,{room - 1}}}[1-9]")
+    return "(" + "|".join(alts) + ")" if alts else None
+
+
+def fits_digits(text: str, max_digits: int | None, decimal_places: int | None) -> bool:
+    """Whether the canonical number `text` has no more digits than Pydantic's
+    `Decimal(max_digits, decimal_places)` allows."""
+    ip, _, fp = text.lstrip("-").partition(".")
+    whole = 0 if ip == "0" and fp else len(ip)
+    limit = whole_digits_limit(max_digits, decimal_places)
+    if limit is not None and whole > limit:
+        return False
+    if max_digits is not None and whole + len(fp) > max_digits:
+        return False
+    return decimal_places is None or len(fp) <= decimal_places
+
+
+def _any_digits_upto(k: int) -> str:
+    return "" if k == 0 else f"[0-9]{{0,{k}}}"

@@ -33,6 +33,71 @@ from .regex import RegexUnsupported, full_language, search_language
 MAX_NESTING = 3  # arrays/objects nested inside an unconstrained value ({}) deeper are left out
 UNIQUE_ITEMS_LIMIT = 16  # uniqueItems is built structurally over at most this many item values
 Conj = list[tuple[str, Any]]
+# A member `{DIGITS: DecimalDigits(…)}` of a conjunction holds its numbers to the digit limits of
+# a Pydantic `Decimal` (JSON Schema has no keyword for them: `keywords.any_of` reads them from
+# the pattern of the string branch Pydantic writes beside the number branch). jsonschema ignores
+# the key; only a `DecimalDigits` value, never one from a user's schema, is read.
+DIGITS = "decide:decimalDigits"
+
+
+@dataclass(frozen=True)
+class DecimalDigits:
+    max_digits: int | None
+    decimal_places: int | None
+
+
+def digit_limits(flat: Conj) -> list[DecimalDigits]:
+    return [s[DIGITS] for _, s in flat if isinstance(s.get(DIGITS), DecimalDigits)]
+
+
+# What `pydantic.json_schema.GenerateJsonSchema.decimal_schema` writes as the pattern of a
+# Decimal's string form (Pydantic 2.10 to 2.13), by which of max_digits / decimal_places is set.
+_PYDANTIC_PREFIX = r"^(?!^[-+.]*$)[+-]?0*"
+
+
+def _pydantic_decimal_pattern(max_digits: int | None, decimal_places: int | None) -> str:
+    if max_digits is not None and decimal_places is not None:
+        whole = max(0, max_digits - decimal_places)
+        return _PYDANTIC_PREFIX + (
+            rf"(?:\d{{0,{whole}}}|(?=[\d.]{{1,{max_digits + 1}}}0*$)"
+            rf"\d{{0,{whole}}}\.\d{{0,{decimal_places}}}0*$)"
+        )
+    if max_digits is not None:
+        return _PYDANTIC_PREFIX + (
+            rf"(?:\d{{0,{max_digits}}}|(?=[\d.]{{1,{max_digits + 1}}}0*$)\d*\.\d*0*$)"
+        )
+    if decimal_places is not None:
+        return _PYDANTIC_PREFIX + rf"\d*\.?\d{{0,{decimal_places}}}0*$"
+    return _PYDANTIC_PREFIX + r"\d*\.?\d*$"
+
+
+def pydantic_decimal(schema: Any) -> DecimalDigits | None:
+    """The digit limits of a Pydantic `Decimal` whose string form `schema` is (`type: string`
+    with exactly the pattern Pydantic writes for them; `DecimalDigits(None, None)` for none),
+    else None. The numbers in the pattern are read back and it is written again from them, so
+    only Pydantic's own pattern is recognised."""
+    if not isinstance(schema, dict) or schema.get("type") != "string":
+        return None
+    pattern = schema.get("pattern")
+    if not isinstance(pattern, str) or not pattern.startswith(_PYDANTIC_PREFIX):
+        return None
+    counts = [int(n) for n in re.findall(r"\{(?:0|1),(\d+)\}", pattern)]
+    candidates = [DecimalDigits(None, None)]
+    if counts:
+        candidates.append(DecimalDigits(None, counts[-1]))
+    if len(counts) >= 2:
+        candidates.append(DecimalDigits(counts[1] - 1, None))
+        candidates.append(DecimalDigits(counts[1] - 1, counts[-1]))
+    for c in candidates:
+        if _pydantic_decimal_pattern(c.max_digits, c.decimal_places) == pattern:
+            return c
+    return None
+
+
+def looks_like_pydantic_decimal(schema: Any) -> bool:
+    """A string schema whose pattern starts as Pydantic's `Decimal` patterns do."""
+    pattern = schema.get("pattern") if isinstance(schema, dict) else None
+    return isinstance(pattern, str) and pattern.startswith(_PYDANTIC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -114,10 +179,18 @@ class Shapes:
             return EMPTY
         # x is a multiple of a / 10^p exactly when x·10^p is one of a
         divisors = [a // math.gcd(a, 10**p) for a, p in _steps(flat)]
-        if not divisors:
+        limits = [d for d in digit_limits(flat) if d.max_digits is not None]
+        if not divisors and not limits:
             return Lang(lambda nfa: full_language(nfa, rx, json=False), True)
-        m = math.lcm(*divisors)
-        dfa = automata.product(_regex_dfa(rx), _multiple_dfa(m))
+        dfa = _regex_dfa(rx)
+        if divisors:
+            dfa = automata.product(dfa, _multiple_dfa(math.lcm(*divisors)))
+        for d in limits:
+            assert d.max_digits is not None
+            within = numbers.digit_limited_integers(d.max_digits, d.decimal_places)
+            if within is None:
+                return EMPTY
+            dfa = automata.product(dfa, _regex_dfa(within))
         return Lang(lambda nfa: nfa.embed(dfa), True)
 
     def t_fraction(self, flat: Conj, refs: tuple[str, ...]) -> Lang:
@@ -141,10 +214,16 @@ class Shapes:
         lo = max(lows, key=lambda x: (x[0], x[1])) if lows else None
         hi = min(highs, key=lambda x: (x[0], not x[1])) if highs else None
         shape = numbers.fraction_shape()
+        within = [
+            numbers.digit_limited_fractions(d.max_digits, d.decimal_places)
+            for d in digit_limits(flat)
+        ]
+        if None in within:
+            return EMPTY
         sides: list[tuple[str, list[str]]] = []
         # Positive y = x: lo <= y <= hi.  Negative x = -y: -hi <= y <= -lo.
         for sign, low, high in (("", lo, hi), ("-", _neg(hi), _neg(lo))):
-            rxs = [shape]
+            rxs = [shape, *(rx for rx in within if rx is not None)]
             if high is not None:
                 if high[0] <= 0:
                     continue
