@@ -196,7 +196,7 @@ class DecisionEngine:
             nonlocal done
             window: list[tuple[Item, QuestionSet, PackedDocument, dict[str, str]]] = []
             for item in source:
-                failed = self._pack(item, window, pool)
+                failed = self._guarded(item, self._pack, item, window, pool)
                 if failed is not None:
                     side.append(failed)
                 if len(window) >= LOOKAHEAD * self.batch_size:
@@ -213,7 +213,7 @@ class DecisionEngine:
                 while side:
                     yield side.popleft()
                 item, qset, doc, missing = packed.pop(result.request.key)
-                yield self._finish(item, qset, doc, result, missing)
+                yield self._guarded(item, self._finish, item, qset, doc, result, missing)
             while side:
                 yield side.popleft()
             if pool:
@@ -273,6 +273,19 @@ class DecisionEngine:
                 return failed(FailureKind.no_span, str(exc))
             window.append((item, qset, doc, missing))
             return None
+
+    @staticmethod
+    def _guarded(item: Item, work: Callable[..., Decision | None], *args: Any) -> Any:
+        """`work(*args)` on one row; an exception it did not expect (a bug, or input no check
+        foresaw) fails that row as `internal_error`, logged with its traceback, instead of
+        stopping the job, which would stop again at the same row on every `--resume`."""
+        try:
+            return work(*args)
+        except Exception as exc:
+            log.exception("row %r: unexpected error (a bug)", item.doc_id)
+            why = f"internal error (a bug): {type(exc).__name__}: {exc}"
+            return Decision(item.doc_id, "error", extra=item.extra,
+                            kind=FailureKind.internal_error, error=why)  # fmt: skip
 
     def _release(self, window: list, packed: dict) -> Iterator:
         window.sort(key=lambda entry: entry[2].request.length)

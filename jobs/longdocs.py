@@ -113,7 +113,7 @@ class LongDocuments:
         for block in range(max(len(d.groups) for d in docs)):
             self._stage(docs, block)
         for doc in docs:
-            yield self._finish(doc)
+            yield self.engine._guarded(doc.item, self._finish, doc)
 
     def _stage(self, docs: list[_Doc], block: int) -> None:
         """Decide block `block` on the windows of every document, in one stream."""
