@@ -203,20 +203,28 @@ def fit_platt(confidence: Any, correct: Any, ridge: float = 1e-2) -> Map:
         data = -np.mean(t * np.log(q) + (1 - t) * np.log1p(-q))
         return float(data + 0.5 * ridge * np.sum((w - prior) ** 2))
 
-    w = prior.copy()
-    current = loss(w)
-    for _ in range(100):
-        q = _sigmoid(x @ w)
-        grad = x.T @ (q - t) / len(t) + ridge * (w - prior)
-        hess = (x * (q * (1 - q))[:, None]).T @ x / len(t) + ridge * np.eye(2)
-        step = np.linalg.solve(hess, grad)
-        scale = 1.0
-        while scale > 1e-6 and loss(w - scale * step) > current:
-            scale /= 2
-        w, previous = w - scale * step, current
+    def newton(w: np.ndarray, free: np.ndarray) -> np.ndarray:
         current = loss(w)
-        if previous - current < 1e-12:
-            break
+        for _ in range(100):
+            q = _sigmoid(x @ w)
+            grad = (x.T @ (q - t) / len(t) + ridge * (w - prior))[free]
+            hess = (x * (q * (1 - q))[:, None]).T @ x / len(t) + ridge * np.eye(2)
+            step = np.zeros(2)
+            step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad)
+            scale = 1.0
+            while scale > 1e-6 and loss(w - scale * step) > current:
+                scale /= 2
+            w, previous = w - scale * step, current
+            current = loss(w)
+            if previous - current < 1e-12:
+                break
+        return w
+
+    w = newton(prior.copy(), np.array([True, True]))
+    if w[0] < 0:
+        # Labels on which higher confidence is less often right: the best *increasing* map
+        # (a map must never reorder) is the constant one, the set's smoothed accuracy.
+        w = newton(np.array([0.0, w[1]]), np.array([False, True]))
     return Map("platt", a=float(w[0]), b=float(w[1]))
 
 

@@ -58,6 +58,17 @@ def test_an_over_confident_input_is_corrected(kind: str, truth) -> None:
     assert np.all(np.diff(fitted(held_out)[order]) >= 0)  # monotone: never reorders answers
 
 
+def test_labels_where_confidence_misleads_give_a_constant_map_not_a_decreasing_one() -> None:
+    """Platt's slope was unconstrained: on labels where the more confident answers were less
+    often right it fitted a < 0, and the run turned 0.9989 into 0.0096 and 0.469 into 0.169,
+    reversing the review queue. The best increasing map there is the constant accuracy."""
+    confidence, right = _synthetic(400, lambda p: 1.3 - p, seed=3)
+    fitted = cal.fit_map("string", confidence, right)
+    assert fitted.method == "platt" and fitted.a == 0.0
+    mapped = fitted(np.array([0.3, 0.469, 0.9989]))
+    assert np.ptp(mapped) == 0 and abs(mapped[0] - right.mean()) < 0.02
+
+
 def test_pooling_rule_and_kinds() -> None:
     conf, right = _synthetic(200, lambda p: p)
     labels = {"many": (conf, right), "few": (conf[:10], right[:10]), "lone": (conf[:5], right[:5])}
