@@ -220,7 +220,8 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     default="auto",
     show_default=True,
     help="Weights and activations; auto: the checkpoint's where the device computes it fast "
-    "(a bf16 checkpoint stays bf16 on a CPU with fast bf16), else float32 on CPU.",
+    "(a bf16 checkpoint stays bf16 on a CPU with fast bf16), else float32 on CPU; a resumed job "
+    "keeps the dtype it started with.",
 )
 @click.option("--truncate", is_flag=True, help="Keep head and tail of too-long documents.")
 @click.option(

@@ -118,6 +118,7 @@ class Manifest(_Part):
     engine: str = "local"
     batch_size: int | None = None
     device: str | None = None
+    dtype: str | None = None  # the weights' dtype decisions were made in (since 2026-12-07)
     counts: Counts = Field(default_factory=Counts)
     rules: RulesEntry = Field(default_factory=RulesEntry)
     seconds: float | None = None  # summed over every run of the directory (resumes included)

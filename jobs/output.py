@@ -127,15 +127,37 @@ class OutputDir:
 
     def check_fingerprints(self, fingerprints: dict[str, str]) -> None:
         manifest = self.previous_manifest()
-        if manifest is None:
-            return
+        if manifest is not None:
+            recorded: dict[str, str | None] = dict(manifest.fingerprints)
+        else:  # only what the parts hold is known
+            recorded = self._part_fingerprints()
+            fingerprints = {k: v for k, v in fingerprints.items() if k in recorded}
         for key, value in fingerprints.items():
-            old = manifest.fingerprints.get(key)
+            old = recorded.get(key)
             if old != value:
                 raise SpecError(
                     f"{self.path}: holds results of another {key} (fingerprint {old}, this run "
                     f"{value}); resume only with the same model and spec, or use a new directory"
                 )
+
+    def _part_fingerprints(self) -> dict[str, str | None]:
+        """Without a manifest (deleted, or parts copied in by hand) the fingerprints the parts
+        were written with, each part's own, so that a resume still refuses another spec's rows."""
+        found: dict[str, str | None] = {}
+        for part in self.parts():
+            try:
+                names = [f"{k}_fingerprint" for k in ("model", "spec")]
+                names = [n for n in names if n in pl.read_parquet_schema(part)]
+                frame = pl.read_parquet(part, columns=names)
+            except (pl.exceptions.PolarsError, OSError) as exc:
+                raise SpecError(f"{part}: unreadable answer part ({exc})") from exc
+            for key in ("model", "spec"):
+                if f"{key}_fingerprint" not in frame.columns:
+                    continue
+                for value in frame[f"{key}_fingerprint"].unique().to_list():
+                    if found.setdefault(key, value) != value:
+                        found[key] = None  # parts of two jobs: matches no run
+        return found
 
     def parts(self) -> list[Path]:
         return sorted(self.answers.glob(PART_GLOB))

@@ -37,7 +37,16 @@ from .models import resolve_model_path
 from .output import OutputDir
 from .pack import Packer
 from .questionset import QuestionBook
-from .runner import JobResult, JobSetup, RowItems, check_questions, prepare, write_decisions
+from .runner import (
+    JobResult,
+    JobSetup,
+    RowItems,
+    check_dtype,
+    check_questions,
+    prepare,
+    resumed_dtype,
+    write_decisions,
+)
 from .spec import JobSpec, SpecError
 
 OUT_COLUMNS = ("doc_id", "status", "error", "answers_json", "confidence_json", "nfe",
@@ -284,6 +293,8 @@ def run_job_ray(
     plan = inspect_inputs(inputs, spec.input, need_questions=not spec.questions)
     out = OutputDir(output, resume=resume)
     spec = spec.continuing(out.recorded_decoding())  # a resumed job keeps its step cap
+    dtype = resumed_dtype(out, dtype)  # the actors resolve "auto" on their own machines
+    check_dtype(out, dtype, output)
     model_path = resolve_model_path(model if model is not None else spec.model)
     _, config, tokenizer = load_config(model_path)
     book = QuestionBook.for_spec(config, tokenizer, spec)
@@ -298,7 +309,7 @@ def run_job_ray(
     setup = prepare(
         spec, plan, out, output, model_path=model_path, model_type=config.model_type,
         batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
-        engine="ray", force_calibration=force_calibration,
+        dtype=dtype, engine="ray", force_calibration=force_calibration,
     )  # fmt: skip
     rows = RowItems(spec, plan, book)
     decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,

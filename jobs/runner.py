@@ -351,6 +351,7 @@ def prepare(
     model_type: str,
     batch_size: int,
     device: str,
+    dtype: str | None = None,
     engine: str = "local",
     force_calibration: bool = False,
 ) -> JobSetup:
@@ -391,6 +392,7 @@ def prepare(
         "engine": engine,
         "batch_size": batch_size,
         "device": device,
+        "dtype": dtype,
     })  # fmt: skip
     confidence = None
     if spec.calibration is not None or spec.review_below is not None:
@@ -598,16 +600,19 @@ def run_job(
     out = OutputDir(output, resume=resume)
     check_resume(out, plan, output)  # before the model is loaded (`prepare` checks it again)
     spec = spec.continuing(out.recorded_decoding())  # a resumed job keeps its step cap
+    dtype = resumed_dtype(out, dtype)
     if isinstance(model, LoadedModel):
         loaded = model
     else:
         path = resolve_model_path(model if model is not None else spec.model)
         loaded = load_model(path, device=resolve_device(device), dtype=dtype)
+    check_dtype(out, dtype_name(loaded.dtype), output)
     engine = DecisionEngine.for_spec(loaded, spec, batch_size=batch_size)
     check_questions(spec, engine.book, engine.packer)
     setup = prepare(
         spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
-        batch_size=batch_size, device=str(loaded.model.device), force_calibration=force_calibration,
+        batch_size=batch_size, device=str(loaded.model.device), dtype=dtype_name(loaded.dtype),
+        force_calibration=force_calibration,
     )  # fmt: skip
     rows = RowItems(spec, plan, engine.book)
     chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))
@@ -617,6 +622,30 @@ def run_job(
         setup, engine.decide(items), part_rows=part_rows, part_seconds=part_seconds,
         progress=progress,
     )  # fmt: skip
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def resumed_dtype(out: OutputDir, dtype: str) -> str:
+    """The dtype to decide in: a resumed job keeps the one it started with (bf16 and fp32 can
+    flip close answers, so one output would mix both) unless another is named explicitly, which
+    `check_dtype` refuses."""
+    prior = out.previous_manifest() if out.resume else None
+    if prior is None or prior.dtype is None or dtype != "auto":
+        return dtype
+    return prior.dtype
+
+
+def check_dtype(out: OutputDir, dtype: str, output: Path) -> None:
+    prior = out.previous_manifest() if out.resume else None
+    if prior is not None and prior.dtype not in (None, "auto") and prior.dtype != dtype:
+        raise SpecError(
+            f"{output}: cannot resume in {dtype}: the job decided its rows in {prior.dtype} "
+            f"(close answers can differ between the two); resume with --dtype {prior.dtype}, or "
+            "decide into a new output directory"
+        )
 
 
 def _askable(qid: Any, text: Any) -> Any:

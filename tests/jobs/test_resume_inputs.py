@@ -32,10 +32,11 @@ def _files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-def _cli(model: Path, tmp_path: Path, out: Path, *inputs: Path | str, resume: bool = False):
+def _cli(model: Path, tmp_path: Path, out: Path, *inputs: Path | str, resume: bool = False,
+         extra: tuple[str, ...] = ()):  # fmt: skip
     (tmp_path / "job.json").write_text(json.dumps({"questions": QUESTIONS[:3]}))
     args = ["run", *map(str, inputs), "-o", str(out), "--spec", str(tmp_path / "job.json")]
-    args += ["--model", str(model), "--no-progress", *(["--resume"] if resume else [])]
+    args += ["--model", str(model), "--no-progress", *(["--resume"] if resume else []), *extra]
     return CliRunner().invoke(main, args)
 
 
@@ -144,3 +145,36 @@ def test_a_resumed_job_keeps_its_start_and_sums_its_seconds(model, tmp_path, mon
     decided = report["counts"]["decided"]
     assert decided == 10
     assert math.isclose(report["throughput"]["documents_per_second"], decided / manifest.seconds)
+
+
+def test_a_resume_keeps_the_dtype_the_job_started_with(model, tmp_path) -> None:
+    """bf16 and fp32 can flip close answers: a resume under `auto` continues in the recorded
+    dtype, another named one is refused before any work (it was accepted, unrecorded)."""
+    docs = _ints(tmp_path / "in.parquet", [1, 2, 3])
+    out = tmp_path / "out"
+    first = _cli(model, tmp_path, out, docs, extra=("--dtype", "bfloat16"))
+    assert first.exit_code == 0, first.output
+    assert Manifest.read(out).dtype == "bfloat16"
+    before = _files(out)
+    other = _cli(model, tmp_path, out, docs, resume=True, extra=("--dtype", "float32"))
+    assert other.exit_code == 2, other.output
+    assert "cannot resume in float32: the job decided its rows in bfloat16" in other.output
+    assert "--dtype bfloat16" in other.output and _files(out) == before
+    kept = _cli(model, tmp_path, out, docs, resume=True)  # auto: the job's own
+    assert kept.exit_code == 0, kept.output
+    assert Manifest.read(out).dtype == "bfloat16"
+
+
+def test_parts_without_a_manifest_are_still_checked_against_the_spec(model, tmp_path) -> None:
+    """A directory whose manifest is gone (or whose parts were copied in) resumed another spec's
+    rows: "decided 40 of 15 documents", wrong questions in the output."""
+    docs = _ints(tmp_path / "in.parquet", [1, 2, 3])
+    out = tmp_path / "out"
+    assert _cli(model, tmp_path, out, docs).exit_code == 0
+    (out / "manifest.json").unlink()
+    (tmp_path / "other.json").write_text(json.dumps({"questions": QUESTIONS[:2]}))
+    args = ["run", str(docs), "-o", str(out), "--spec", str(tmp_path / "other.json"),
+            "--model", str(model), "--no-progress", "--resume"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "holds results of another spec" in result.output
+    assert _cli(model, tmp_path, out, docs, resume=True).exit_code == 0  # its own spec resumes
