@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from .windows import Window, boundaries
+from .windows import TERM, Window, boundaries, word_count
 
 FILE = "evidence_ranker.json"
 FORMAT = 1
 MIN_WORDS = 6  # units with fewer words ("(a)", "1.", a heading) are neither fitted nor scored
-WORD = re.compile(r"(?u)\b\w\w+\b")
 
 
 def fold(text: str) -> str:
@@ -58,14 +56,14 @@ def sentences(text: str, start: int = 0, end: int | None = None, min_words: int 
     cuts = boundaries(part)
     out = []
     for a, b in zip(cuts, [*cuts[1:], len(part)], strict=True):
-        if len(part[a:b].split()) >= min_words:
+        if word_count(part[a:b]) >= min_words:
             out.append((start + a, start + b))
     return out
 
 
 def terms(text: str) -> list[str]:
     """A text's words (two or more word characters, lower-cased) and their bigrams."""
-    words = WORD.findall(text.lower())
+    words = TERM.findall(text.lower())
     return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
 
 

@@ -32,6 +32,20 @@ from typing import Any
 
 import numpy as np
 
+# Scripts written without spaces between words (Han, kana): each of their characters is a term
+# of its own, as CJK search engines index them (the evidence ranker also pairs adjacent terms,
+# which gives the usual character bigrams); elsewhere a term is a run of two or more word
+# characters, exactly what `\b\w\w+\b` (bm25s's and scikit-learn's default) finds.
+UNSPACED = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+TERM = re.compile(rf"[{UNSPACED}]|(?:(?![{UNSPACED}])\w){{2,}}")
+UNSPACED_CHAR = re.compile(rf"[{UNSPACED}]")
+
+
+def word_count(text: str) -> int:
+    """Words of `text`: whitespace-separated pieces, each character of an unspaced script one."""
+    return len(text.split()) + len(UNSPACED_CHAR.findall(text))
+
+
 TOKENIZE_CHARS = 1 << 16  # characters tokenized at once when counting a document's tokens
 DEFAULT_OVERLAP = 64  # tokens two consecutive windows may share (whole sentences)
 DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident beats "absent"
@@ -149,7 +163,8 @@ def segment(
 def _terms(texts: Sequence[str]) -> list[list[str]]:
     import bm25s
 
-    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return bm25s.tokenize(list(texts), token_pattern=TERM.pattern, stopwords="en",
+                          return_ids=False, show_progress=False)  # fmt: skip
 
 
 def rank(texts: Sequence[str], query: str, k: int) -> list[int]:

@@ -1,7 +1,8 @@
-"""Sentence boundaries of scripts written without a space after a sentence (`jobs.windows`):
-full-width terminators of Chinese and Japanese, with closing quotes or brackets after them, end a
-sentence, so windows of a long document are cut between sentences, not inside a word; ASCII
-punctuation still needs whitespace after it."""
+"""Scripts written without spaces (`jobs.windows`): full-width terminators of Chinese and
+Japanese, with closing quotes or brackets after them, end a sentence, so windows of a long
+document are cut between sentences, not inside a word; ASCII punctuation still needs whitespace
+after it. Their characters are terms of their own, so BM25 (`windows.top_k`) and the evidence
+ranker's sentences find the window a question is about (a whole sentence was one "word")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from decide.jobs.windows import boundaries, segment, token_starts
+from decide.jobs.evidence_ranker import sentences, terms
+from decide.jobs.windows import boundaries, rank, segment, token_starts
 
 JAPANESE = (
     "本契約は賃貸人と賃借人の間で締結される。賃借人は毎月末日までに家賃を支払うものとする！"
@@ -63,3 +65,25 @@ def test_ascii_decimals_and_abbreviations_are_not_boundaries() -> None:
     cuts = boundaries(text)
     assert [text[c:] for c in cuts[1:]] == ["Done"]
     assert boundaries("1…10 items") == [0]  # an ellipsis between digits is no sentence end
+
+
+def test_bm25_finds_the_window_a_cjk_question_is_about() -> None:
+    """Every window's only term was each whole sentence: no query term matched, all scores tied
+    and `top_k` kept the first windows whatever the question."""
+    filler = ["本合同由出租人与承租人签订。", "续约事宜另行协商。", "房屋维修由出租人负责。"] * 3
+    texts = [*filler, "车辆于三月五日在北京被撞，索赔金额为五千元。", *filler]
+    assert rank(texts, "车辆在哪里被撞？", 1) == [9]
+    assert rank(texts, "索赔金额是多少？", 1) == [9]
+    japanese = (
+        ["家賃は毎月末日までに支払う。"] * 4
+        + ["ペットの飼育は禁止する。"]
+        + ["更新は別途協議する。"] * 4
+    )
+    assert rank(japanese, "ペットは飼えますか？", 1) == [4]
+
+
+def test_cjk_sentences_are_long_enough_to_rank_and_have_bigrams() -> None:
+    text = "本合同由出租人与承租人签订。车辆在北京被撞。"
+    assert sentences(text) == [(0, 14), (14, 22)]  # each sentence was one word, under 6
+    assert {"北", "京", "北 京"} <= set(terms("车辆在北京被撞"))
+    assert terms("The car was hit") == ["the", "car", "was", "hit", "the car", "car was", "was hit"]
