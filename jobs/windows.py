@@ -46,6 +46,9 @@ def word_count(text: str) -> int:
     return len(text.split()) + len(UNSPACED_CHAR.findall(text))
 
 
+# Where a text without whitespace is cut for tokenizing: just before a full-width sentence end
+# (byte-level BPE pre-tokenizers glue punctuation to the letters after it, never before it).
+UNSPACED_CUTS = ("。", "！", "？", "．")
 TOKENIZE_CHARS = 1 << 16  # characters tokenized at once when counting a document's tokens
 DEFAULT_OVERLAP = 64  # tokens two consecutive windows may share (whole sentences)
 DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident beats "absent"
@@ -93,7 +96,8 @@ def token_starts(
     encode: Callable[[str], Sequence[tuple[int, int]]], text: str, chunk: int = TOKENIZE_CHARS
 ) -> np.ndarray:
     """Character offsets where the tokens of `text` start. `encode` gives a text's token
-    offsets (no special tokens). Pieces are cut at whitespace, so no token crosses a cut."""
+    offsets (no special tokens). Pieces are cut at whitespace (in text without any, just before a
+    full-width sentence end), so no token crosses a cut."""
     out: list[np.ndarray] = []
     position = 0
     while position < len(text):
@@ -101,6 +105,8 @@ def token_starts(
         if end < len(text):
             space = text.rfind(" ", position + 1, end)
             cut = max(space, text.rfind("\n", position + 1, end))
+            if cut <= position:  # no whitespace (Chinese, Japanese): before a terminator
+                cut = max(text.rfind(t, position + 1, end) for t in UNSPACED_CUTS)
             end = cut if cut > position else end
         offsets = encode(text[position:end])
         out.append(np.fromiter((a + position for a, _ in offsets), dtype=np.int64))

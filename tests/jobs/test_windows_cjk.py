@@ -7,10 +7,12 @@ ranker's sentences find the window a question is about (a whole sentence was one
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import decide
 from decide.jobs.evidence_ranker import sentences, terms
 from decide.jobs.windows import boundaries, rank, segment, token_starts
 
@@ -87,3 +89,24 @@ def test_cjk_sentences_are_long_enough_to_rank_and_have_bigrams() -> None:
     assert sentences(text) == [(0, 14), (14, 22)]  # each sentence was one word, under 6
     assert {"北", "京", "北 京"} <= set(terms("车辆在北京被撞"))
     assert terms("The car was hit") == ["the", "car", "was", "hit", "the car", "car was", "was hit"]
+
+
+def test_a_long_text_without_whitespace_is_tokenized_in_pieces_as_in_one_pass(tmp_path) -> None:
+    """Pieces were cut at whitespace only, so a Chinese document was cut every 64k characters
+    wherever that fell, splitting a token: now just before a full-width sentence end. Checked
+    with the published Qwen2 tokenizer (Dream, SDAR) and the bundled WordPiece."""
+    from helpers.real_checkpoints import write_published
+
+    from decide.engine.loader import load_config
+
+    write_published("dream-v0-instruct-7b", tmp_path / "dream")
+    bundled = Path(decide.__file__).parent / "model"
+    for model in (tmp_path / "dream", bundled):
+        tokenizer = load_config(model)[2].tokenizer
+
+        def offsets(text: str, tokenizer=tokenizer) -> list[tuple[int, int]]:
+            return tokenizer.encode(text, add_special_tokens=False).offsets
+
+        text = CHINESE * 20 + JAPANESE * 20
+        assert " " not in text and "\n" not in text
+        assert np.array_equal(token_starts(offsets, text, 997), token_starts(offsets, text, 10**9))
