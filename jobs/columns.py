@@ -128,8 +128,10 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
         return _scalar({_kind_of(v) for v in schema["enum"]}) or JSON
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            # a null branch adds no type: every field is nullable (`anyOf: [X, {type: null}]`)
-            fields = {field(b) for b in schema[key] if not only_null(b)}
+            # A null branch adds no type: every field is nullable (`anyOf: [X, {type: null}]`).
+            # Pydantic's `Decimal` string branch is never generated (its pattern's lookarounds
+            # are refused, the branch left out), so a Decimal is a number.
+            fields = {field(b) for b in schema[key] if not only_null(b) and not _decimal_string(b)}
             return fields.pop() if len(fields) == 1 else JSON
     kind = schema.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
@@ -152,6 +154,16 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
         item = field(items)
         return Field("list", pl.List(item.dtype), (("item", item),))
     return _scalar(kinds) or JSON
+
+
+def _decimal_string(schema: Any) -> bool:
+    from decide.schemas.shapes import looks_like_pydantic_decimal
+
+    return (
+        isinstance(schema, dict)
+        and schema.get("type") == "string"
+        and (looks_like_pydantic_decimal(schema))
+    )
 
 
 TYPE_KEYWORDS = ("type", "const", "enum", "anyOf", "oneOf", "allOf", "$ref", "properties", "items")

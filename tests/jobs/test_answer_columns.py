@@ -46,6 +46,23 @@ def test_a_pydantic_model_without_extra_forbid_is_a_struct() -> None:
     assert answer_field({"type": "object"}).kind == "json"  # a free object stays JSON text
 
 
+def test_a_pydantic_decimal_is_a_number_column() -> None:
+    """Its string branch (a pattern with lookarounds) is never generated: the answers are always
+    numbers, but the column was JSON text."""
+    from decimal import Decimal
+
+    from pydantic import Field as Constraint
+
+    class Claim(BaseModel):
+        amount: Decimal
+        refund: Decimal | None = None
+        fee: Decimal = Constraint(max_digits=8, decimal_places=2)
+
+    schema = Claim.model_json_schema()
+    for name in ("amount", "refund", "fee"):
+        assert answer_field(schema["properties"][name]).dtype == pl.Float64, name
+
+
 WIDE = 98765432109876543210
 
 
