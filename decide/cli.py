@@ -430,7 +430,7 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
     except (SpecError, QuestionsRefused) as exc:
         _fail(spec_refusal(exc) if isinstance(exc, QuestionsRefused) else str(exc))
         return
-    _echo_long_documents(spec, config, tokenizer, book, qset.asked, path)
+    _echo_long_documents(spec, config, tokenizer, book, qset, path)
     for d in qset.plan.order:
         click.echo(
             f"derived: {d.id} = {d.expression} ({d.result}), computed after decoding from "
@@ -470,14 +470,17 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             click.echo(f"warning: rules {pointer} names {qid!r}, no question of this "
                        "spec: `decide run` refuses it unless a row asks it")  # fmt: skip
     if qset.ruleset is not None and spec.long_documents == "windows":
-        from decide.jobs.pack import Packer
+        from decide.jobs.window_plan import linked_by_rules
 
-        ruled = set(qset.ruleset.cells)
-        if not any(ruled <= {q.id for q in g} for g in Packer.groups(qset.asked)):
+        size = spec.windows.questions
+        split = [ids for ids in linked_by_rules(qset) if len(ids) > size]
+        if split:
             click.echo(
-                "rules and longer documents: the questions the rules test are in different "
-                "blocks, so windows decode them freely and the rules are checked on the combined "
-                "answers (a row breaking them takes other answers its windows gave, else fails)"
+                "rules and longer documents: the rules link "
+                + "; ".join(", ".join(ids) for ids in split)
+                + f", more questions than a window's block holds ({size}): windows bind the "
+                "rules over each block's part only, and check them on the combined answers (a "
+                "row breaking them takes other answers its windows gave, else fails)"
             )
 
 
@@ -502,13 +505,14 @@ def _echo_absent_below(default: float | None, asked: list) -> None:
 
 
 def _echo_long_documents(
-    spec: Any, config: Any, tokenizer: Any, book: Any, asked: list, model: Path
+    spec: Any, config: Any, tokenizer: Any, book: Any, qset: Any, model: Path
 ) -> None:
     """What happens to a document too long for the model with this spec."""
     from decide.jobs.evidence_ranker import EvidenceRanker
     from decide.jobs.pack import Packer
-    from decide.jobs.window_plan import NoRoom, WindowPlanner
+    from decide.jobs.window_plan import NoRoom, WindowPlanner, linked_by_rules
 
+    asked = qset.asked
     if not asked:
         return
     packer = Packer.for_model(config, tokenizer, book.filler_id, instruction=spec.instruction,
@@ -526,7 +530,7 @@ def _echo_long_documents(
     if spec.long_documents == "error":
         click.echo("longer documents are error rows (long_documents: error)")
         return
-    groups = planner.groups(asked)
+    groups = planner.groups(asked, linked_by_rules(qset))
     for k, group in enumerate(groups, start=1):
         try:
             _, _, budget = planner.room(group, label=f"block {k}")

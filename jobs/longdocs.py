@@ -53,7 +53,7 @@ from .evidence_ranker import EvidenceRanker
 from .extracted import MissingSpan, as_written, copied
 from .failures import FailureKind
 from .questions import CompiledQuestion
-from .window_plan import NoRoom, WindowPlanner, absent_of
+from .window_plan import NoRoom, WindowPlanner, absent_of, linked_by_rules
 from .windows import (
     ENFORCE_TRIES,
     Candidate,
@@ -109,7 +109,8 @@ class LongDocuments:
         for item, qset in pool:
             assert item.document is not None  # empty documents fail before packing
             starts = token_starts(self._offsets, item.document)
-            docs.append(_Doc(item, qset, starts, self.planner.groups(qset.asked)))
+            groups = self.planner.groups(qset.asked, linked_by_rules(qset))
+            docs.append(_Doc(item, qset, starts, groups))
         for block in range(max(len(d.groups) for d in docs)):
             self._stage(docs, block)
         for doc in docs:
@@ -219,14 +220,18 @@ class LongDocuments:
         text = d.item.document[window.start : window.end]
         todo = list(questions)
         constraints = None
-        # The rules are bound while decoding when this window's block asks every question they
-        # test (one block: a spec of up to 8 questions), else checked after combining.
+        # The rules are bound in every window: the questions they link share a block where
+        # they fit one (`WindowPlanner.groups`); ruled questions of other blocks are left free
+        # (any value the rules allow), and the combined answers are checked again.
         ruleset = d.qset.ruleset
-        bind = ruleset is not None and set(ruleset.cells) <= {q.id for q in todo}
-        while bind or any(q.extract for q in todo):
+        here = {q.id for q in todo}
+        elsewhere = [] if ruleset is None else [
+            q for q in d.qset.asked if q.id in ruleset.cells and q.id not in here
+        ]  # fmt: skip
+        while ruleset is not None or any(q.extract for q in todo):
             try:
                 constraints = d.qset.constraints(
-                    todo, (text,), bind_rules=bind, first=self.packer.grow_slots
+                    todo, (text,), first=self.packer.grow_slots, elsewhere=elsewhere
                 )
                 break
             except MissingSpan as exc:  # no span here: this window cannot answer it

@@ -156,18 +156,23 @@ class QuestionSet:
         parts: tuple[str, ...],
         bind_rules: bool = True,
         first: bool = False,
+        elsewhere: Sequence[CompiledQuestion] = (),
     ) -> list:
         """One document's slot constraints, one per question of `todo` (asked questions, in
         order): bound to the rules where they mention the question (unless `bind_rules` is
-        false: a window of a long document holds one block and its rules are enforced after
-        combining, `jobs.longdocs`), laid out short where `first` (`CompiledSlot.first_length`,
+        false; `elsewhere`: the ruled questions decoded in another request, a window's other
+        blocks, `jobs.longdocs`), laid out short where `first` (`CompiledSlot.first_length`,
         for slots not bound to rules), a `SpanSlot` over the spans,
         numbers or dates of the `parts` of the document the prompt keeps for an extract question.
         Raises `SchemaError` for rules no answer can satisfy, `MissingSpan` (with the question
         id) for an extract question whose document offers nothing to copy."""
         out: list[Any]
         if self.ruleset is not None and bind_rules:
-            out = self.ruleset.bind([(q.id, q.slot) for q in todo], self.filler_id)
+            out = self.ruleset.bind(
+                [(q.id, q.slot) for q in todo],
+                self.filler_id,
+                [(q.id, q.slot) for q in elsewhere],
+            )
         else:
             out = [q.slot.new_constraint(self.filler_id, first=first) for q in todo]
         extract = [q for q in todo if q.extract]

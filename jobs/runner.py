@@ -550,14 +550,15 @@ def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
         raise SpecError(spec_refusal(exc)) from exc
     if qset.asked:
         from .pack import QuestionsDoNotFit
-        from .window_plan import NoRoom
+        from .window_plan import NoRoom, linked_by_rules
 
         planner = WindowPlanner(packer, spec.windows)
+        linked = linked_by_rules(qset)
         try:
             packer.prompt("x", qset.asked)
         except DocumentTooLong as exc:
             # With windows each block is asked on its own (`jobs.longdocs`).
-            if packer.long_documents == "windows" and planner.fits(qset.asked):
+            if packer.long_documents == "windows" and planner.fits(qset.asked, linked):
                 return
             if isinstance(exc, QuestionsDoNotFit):  # truncate: says no truncation can help
                 why = str(exc)
@@ -566,7 +567,7 @@ def check_questions(spec: JobSpec, book: QuestionBook, packer: Packer) -> None:
                 why = (f"the questions and answers alone need {fixed} tokens, the model takes "
                        f"{packer.max_length}")  # fmt: skip
                 if packer.long_documents == "windows":
-                    for k, group in enumerate(planner.groups(qset.asked), start=1):
+                    for k, group in enumerate(planner.groups(qset.asked, linked), start=1):
                         try:
                             planner.room(group, label=f"block {k}")
                         except NoRoom as no_room:

@@ -143,10 +143,35 @@ class WindowPlanner:
             budget = min(budget, self.settings.tokens)
         return earlier, fixed, budget
 
-    def groups(self, questions: Sequence[CompiledQuestion]) -> list[list[CompiledQuestion]]:
+    def groups(
+        self, questions: Sequence[CompiledQuestion], linked: Sequence[Sequence[str]] = ()
+    ) -> list[list[CompiledQuestion]]:
         """The blocks of questions a document read in windows is asked in (`settings.questions`
-        at most per block, balanced)."""
-        return self.packer.groups(questions, self.settings.questions)
+        at most per block, balanced). `linked`: ids the rules link (`linked_by_rules`), kept in
+        one block where they fit one, so each window decodes them under their rules."""
+        size = self.settings.questions
+        plain = self.packer.groups(questions, size)
+        together = [set(ids) for ids in linked if 1 < len(ids) <= size]
+        if all(any(ids <= {q.id for q in g} for g in plain) for ids in together):
+            return plain
+        unit_of = {qid: k for k, ids in enumerate(together) for qid in ids}
+        units: list[list[CompiledQuestion]] = []
+        placed: set[str] = set()
+        for q in questions:
+            if q.id in placed:
+                continue
+            k = unit_of.get(q.id)
+            unit = [q] if k is None else [x for x in questions if unit_of.get(x.id) == k]
+            placed.update(x.id for x in unit)
+            units.append(unit)
+        bins: list[list[CompiledQuestion]] = [[] for _ in plain]
+        for unit in units:  # first fit, in question order
+            fit = next((b for b in bins if len(b) + len(unit) <= size), None)
+            if fit is None:
+                bins.append(fit := [])
+            fit.extend(unit)
+        order = {q.id: i for i, q in enumerate(questions)}
+        return [sorted(b, key=lambda q: order[q.id]) for b in bins if b]
 
     def reads(
         self, text: str, windows: Sequence[Window], questions: Sequence[CompiledQuestion]
@@ -203,12 +228,21 @@ class WindowPlanner:
             return self.settings.min_evidence
         return self.ranker.threshold if self.ranker is not None else 0.0
 
-    def fits(self, questions: Sequence[CompiledQuestion]) -> bool:
+    def fits(
+        self, questions: Sequence[CompiledQuestion], linked: Sequence[Sequence[str]] = ()
+    ) -> bool:
         """Whether every block of `questions`, asked alone, leaves room for a window of at
         least `MIN_WINDOW` tokens (later blocks' prompts also hold earlier answers: checked per
         document)."""
-        for group in self.groups(questions):
+        for group in self.groups(questions, linked):
             fixed = len(self.prompt("", group, {})) + self.answer_length(group)
             if fixed + MARGIN + MIN_WINDOW > self.packer.max_length:
                 return False
         return True
+
+
+def linked_by_rules(qset: Any) -> list[list[str]]:
+    """The ids of each group of questions the rules enforced while decoding link (a question
+    set's `ruleset`), for `WindowPlanner.groups`."""
+    ruleset = getattr(qset, "ruleset", None)
+    return [] if ruleset is None else [list(order) for order, _ in ruleset.components]

@@ -227,17 +227,26 @@ class RuleSet:
             exc.args = (f"question {qid!r}: {exc.pointer or '#'}: {exc.keyword}: {exc.message}",)
             raise
 
-    def bind(self, questions: Sequence[tuple[str, CompiledSlot]], filler: int) -> list[Any]:
+    def bind(
+        self,
+        questions: Sequence[tuple[str, CompiledSlot]],
+        filler: int,
+        elsewhere: Sequence[tuple[str, CompiledSlot]] = (),
+    ) -> list[Any]:
         """Constraints for one document's slots, in order: plain `SlotState`s for questions no
         rule mentions, rule-aware ones sharing one `RuleState` for the others. Rules may mention
         questions this document is not asked: they are judged as JSON Schema judges the
         decision object without those keys (`properties` ignores them, `required` fails), and a
-        rule that no answer can satisfy makes the document fail here."""
+        rule that no answer can satisfy makes the document fail here. `elsewhere`: ruled
+        questions the document asks but decodes in another request (a window's other blocks):
+        any of their values the rules allow is assumed possible, so the slots here keep to the
+        answers that some choice of theirs satisfies."""
         for rule in self.rules:
             if not rule.questions and not evaluate(rule.formula, {}):
                 why = "cannot hold for this document: it requires an answer it is not asked"
                 raise UnsupportedSchema(rule.pointer, "rules", why)
-        state = RuleState(self, {qid: slot.length for qid, slot in questions}, filler)
+        lengths = {qid: slot.length for qid, slot in [*questions, *elsewhere]}
+        state = RuleState(self, lengths, filler)
         return [RuledSlot(state, qid) if qid in self.cells else slot.new_constraint(filler)
                 for qid, slot in questions]  # fmt: skip
 

@@ -55,7 +55,14 @@ from decide.jobs.pack import DocumentTooLong, Packer
 from decide.jobs.questions import CompiledQuestion
 from decide.jobs.questionset import QuestionBook
 from decide.jobs.spec import parse_questions
-from decide.jobs.window_plan import BlockPlan, NoRoom, WindowPlanner, absent_of, with_earlier
+from decide.jobs.window_plan import (
+    BlockPlan,
+    NoRoom,
+    WindowPlanner,
+    absent_of,
+    linked_by_rules,
+    with_earlier,
+)
 from decide.jobs.windows import Window, same_value, token_starts
 
 from .cut import sentences
@@ -126,7 +133,8 @@ class WindowRows:
         self._starts: dict[int, np.ndarray] = {}
 
     def _groups(self, row: LongRow) -> list[list[CompiledQuestion]]:
-        return self.planner.groups(self.book.build(parse_questions(row.questions, "row")).asked)
+        qset = self.book.build(parse_questions(row.questions, "row"))
+        return self.planner.groups(qset.asked, linked_by_rules(qset))  # as `decide run` does
 
     def fits(self, index: int) -> bool:
         """Whether row `index` is read whole by inference (no windows)."""

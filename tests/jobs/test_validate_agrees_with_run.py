@@ -77,18 +77,16 @@ def test_if_then_else_pass_strict_without_a_warning(model, tmp_path) -> None:
 
 
 def test_validate_says_when_windows_only_check_the_rules(model, tmp_path) -> None:
-    """Rules whose questions share a block are bound in every window as in a document read
-    whole; across blocks, windows decode freely and the rules are checked after combining, and
-    validate said "enforced while decoding" without a word about it."""
-    booleans = [
-        {"id": f"b{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}} for i in range(9)
-    ]
-    line = "rules and longer documents: the questions the rules test are in different blocks"
-    for rule, said in (("b0 || b1", False), ("b0 || b8", True)):
+    """Questions the rules link share a window's block and are bound in every window; more of
+    them than a block holds (`windows.questions`) are bound only block by block and checked on
+    the combined answers, and validate said "enforced while decoding" without a word about it."""
+    booleans = [{"id": f"b{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}}
+                for i in range(9)]  # fmt: skip
+    line = "rules and longer documents: the rules link b0, b1, b8, more questions than a window"
+    for rule, said in (("b0 || b8", False), ("b0 || b1 || b8", True)):
         spec = tmp_path / "spec.json"
-        spec.write_text(
-            json.dumps({"questions": booleans, "rules": [{"rule": rule, "message": "m"}]})
-        )
+        spec.write_text(json.dumps({"questions": booleans, "windows": {"questions": 2},
+                                    "rules": [{"rule": rule, "message": "m"}]}))  # fmt: skip
         result = CliRunner().invoke(main, ["validate", str(spec), "--model", model])
         assert result.exit_code == 0, result.output
         assert (line in result.output) is said, result.output

@@ -19,7 +19,7 @@ from decide.jobs.failures import FailureKind
 from decide.jobs.longdocs import _Doc
 from decide.jobs.runner import run_job
 from decide.jobs.spec import Question, SpecError, parse_spec
-from decide.jobs.window_plan import WindowPlanner
+from decide.jobs.window_plan import WindowPlanner, linked_by_rules
 from decide.jobs.windows import Candidate, Window
 from decide.schemas.span import in_document
 
@@ -211,7 +211,8 @@ def test_rules_within_one_block_are_bound_in_every_window(bert) -> None:
     """A window's block that asks every question the rules test decodes under them, as a
     document read whole does (before, windows decoded freely and only the combined answers were
     checked, so rows whose windows all broke a rule failed with `rule_violated`); a block that
-    lacks some of them still decodes freely (the rules are checked after combining)."""
+    lacks some of them binds its own under the rules, the others free; questions the rules
+    link share a block where they fit one."""
     from decide.schemas.rules import RuledSlot
 
     rules = [{"rule": "late == (kind == 'home')", "message": "late exactly when home"}]
@@ -221,7 +222,7 @@ def test_rules_within_one_block_are_bound_in_every_window(bert) -> None:
 
     def constraints(questions: list) -> dict[str, object]:
         qset = engine.questions([Question.model_validate(q) for q in questions])
-        groups = engine.packer.groups(qset.asked)
+        groups = engine.long.planner.groups(qset.asked, linked_by_rules(qset))
         doc = _Doc(Item("r", text, qset), qset, None, groups)
         out = {}
         for b, group in enumerate(groups):
@@ -232,12 +233,33 @@ def test_rules_within_one_block_are_bound_in_every_window(bert) -> None:
     bound = constraints([KIND, LATE])
     assert isinstance(bound["kind"], RuledSlot) and isinstance(bound["late"], RuledSlot)
     assert bound["kind"].state is bound["late"].state  # the answers see the rule jointly
-    # nine questions, two blocks: `kind` in the first, `late` in the second
+    # nine questions, two blocks: in spec order `kind` would be in the first, `late` in the
+    # second; the rule keeps them in one block, so they are still bound together
     others = [
         {"id": f"b{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}} for i in range(7)
     ]
-    split = constraints([KIND, *others, LATE])
-    assert not isinstance(split["kind"], RuledSlot) and not isinstance(split["late"], RuledSlot)
+    linked = constraints([KIND, *others, LATE])
+    assert isinstance(linked["kind"], RuledSlot) and linked["kind"].state is linked["late"].state
+
+
+def test_questions_the_rules_link_share_a_windows_block(bert) -> None:
+    """Grouped in spec order, a rule over questions 1 and 9 of twelve spanned two blocks and was
+    only checked on the combined answers (on a 14-question claims spec with three CEL rules,
+    3 of 12 windowed rows failed `rule_violated`; now 0)."""
+    rules = [{"rule": "q0 || q8", "message": "m"}, {"rule": "q2 || q3", "message": "m"}]
+    engine = DecisionEngine(Decider(bert).loaded, long_documents="windows", rules=rules)
+    questions = [{"id": f"q{i}", "text": f"Fact {i}?", "schema": {"type": "boolean"}}
+                 for i in range(12)]  # fmt: skip
+    qset = engine.questions([Question.model_validate(q) for q in questions])
+    plain = [[q.id for q in g] for g in engine.long.planner.groups(qset.asked)]
+    assert plain == [[f"q{i}" for i in range(6)], [f"q{i}" for i in range(6, 12)]]
+    linked = engine.long.planner.groups(qset.asked, linked_by_rules(qset))
+    groups = [[q.id for q in g] for g in linked]
+    assert sorted(q for g in groups for q in g) == sorted(q["id"] for q in questions)
+    assert all(len(g) <= 8 for g in groups) and len(groups) == 2
+    assert any({"q0", "q8"} <= set(g) for g in groups)
+    assert any({"q2", "q3"} <= set(g) for g in groups)
+    assert all(g == sorted(g, key=lambda q: int(q[1:])) for g in groups)  # spec order kept
 
 
 def test_top_k_decides_only_the_windows_bm25_ranks_highest(bert) -> None:
