@@ -86,15 +86,23 @@ def _recipe_fraction(flag: str, text: str):
     show_default=True,
     help="Recipe working directory.",
 )
-@click.option("--steps", type=int, help="Optimizer steps.")
-@click.option("--minutes", type=float, help="Wall-clock budget for the optimizer steps.")
+@click.option("--steps", type=click.IntRange(min=1), help="Optimizer steps.")
+@click.option(
+    "--minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Wall-clock budget for the optimizer steps.",
+)
 @click.option(
     "--stop-at",
     type=click.IntRange(min=1),
     help="End after this step, keeping the LR schedule of --steps (repeats a --minutes cut).",
 )
-@click.option("--batch-size", type=int, default=8, show_default=True)
-@click.option("--lr", type=float, help="Learning rate [default: 2e-4; the recipe's 5e-5].")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--lr",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Learning rate [default: 2e-4; the recipe's 5e-5].",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--weighting",
@@ -177,7 +185,12 @@ def _recipe_fraction(flag: str, text: str):
     "out with those only, as decoding with grow_slots lays it out [default: 0, every slot whole, "
     "as the bundled recipe; 0.5 for a model to be decoded with grow_slots].",
 )
-@click.option("--resume", is_flag=True, help="Continue the run in OUTPUT (or the recipe's).")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the run in OUTPUT (or the recipe's), with the same data and options. "
+    "Without it, OUTPUT must be new or empty.",
+)
 @click.option("--progress/--no-progress", default=None)
 def train(
     data: Path | None,
@@ -227,12 +240,12 @@ def train(
         else:
             default_steps, default_lr = TrainConfig.steps, TrainConfig.lr
         config = TrainConfig(
-            steps=steps or default_steps,
+            steps=default_steps if steps is None else steps,
             minutes=minutes,
             stop_at=stop_at,
             seed=seed,
             batch_size=batch_size,
-            lr=lr or default_lr,
+            lr=default_lr if lr is None else lr,
             weighting=weighting,
             cap_weight=cap_weight,
             option_masking=option_masking,

@@ -13,7 +13,13 @@ draws of a document read whole is the document with one question's evidence sent
 answer the absent value (`train.windows.WindowRows.cut_row`): a model that learns to answer null,
 or `absent:`, for what a document does not state. Training draws rows with a seeded generator, so
 runs are deterministic and resumable. `--from-scratch` starts from random weights of the given
-config instead of the checkpoint's weights.
+config instead of the checkpoint's weights (built from the seed, so a resume with no checkpoint
+saved yet builds the same ones).
+
+A run writes into a new or empty directory: one that holds anything is refused unless `--resume`
+continues the run it holds, and a resume must be the same run: the same options
+(`loop.RUN_FIELDS`), --init, --from-scratch, --cut-share, evidence ranker and training rows
+(`train_config.json` records a SHA-256 of the rows as read, questions and evidence included).
 
 Before anything is written, every row is checked as training will build it
 (`ExampleBuilder.problem`): a row that cannot be taught (a gold answer missing for an asked
@@ -26,6 +32,7 @@ gold, and a gold value given for one is ignored (not checked, not trained).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -43,7 +50,7 @@ from decide.jobs.spec import SpecError, load_spec
 
 from .evidence_ranker import fit as fit_ranker
 from .examples import ExampleBuilder, skip_summary
-from .loop import TrainConfig, save_checkpoint, train
+from .loop import STATE_JSON, TrainConfig, check_output, save_checkpoint, train
 from .windows import LongRow, WindowRows
 
 
@@ -148,6 +155,28 @@ def _json_object(path: Path, index: int, column: str, text: Any) -> dict[str, An
     return value
 
 
+def rows_fingerprint(rows: Sequence[LongRow]) -> dict[str, Any]:
+    """The training rows as read (doc id, document, questions, gold, evidence): their count and
+    a SHA-256, the same for the same rows whatever file or path they are read from."""
+    digest = hashlib.sha256()
+    for row in rows:
+        fields = [row.doc_id, row.text, row.questions, row.gold, row.evidence]
+        digest.update(json.dumps(fields, sort_keys=True, default=str).encode() + b"\n")
+    return {"rows": len(rows), "sha256": digest.hexdigest()}
+
+
+def _refuse_used_output(out: Path) -> None:
+    """A run without --resume writes into a new or empty directory (as `decide run` and
+    `decide merge`): an earlier run's files would be mixed with this one's, and its saved state
+    "resumed" by the next --resume."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"{out}: output path exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        held = "a training run" if (out / "train_config.json").is_file() else "files"
+        raise SpecError(f"{out}: output directory is not empty (it holds {held}); pass --resume "
+                        "to continue the run it holds, or choose another directory")  # fmt: skip
+
+
 def random_init(config_dir: Path, out: Path, seed: int) -> Path:
     """A checkpoint with random weights for `config_dir`'s config and tokenizer."""
     _, config, _ = load_config(config_dir)
@@ -182,6 +211,9 @@ def train_from_parquet(
     cut_share: float = 0.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
+    check_output(init, out, config, resume=resume)  # -o is --init, or a file
+    if not resume:
+        _refuse_used_output(out)
     spec_questions = None
     if spec_path is not None:
         spec_questions = [q.as_dict() for q in load_spec(spec_path).questions]
@@ -210,11 +242,22 @@ def train_from_parquet(
                 "pip install 'decide[train]', or pass --no-evidence-ranker"
             )
         ranker = fit_ranker(rows)  # before training: windows are read as it will read them
-    out.mkdir(parents=True, exist_ok=True)
-    if from_scratch and not resume:
-        init = random_init(init, out / "scratch", config.seed)
+    about = {
+        "init": str(init.resolve()),
+        "from_scratch": from_scratch,
+        "data": rows_fingerprint(rows) | {"path": str(data.resolve())},  # path: not compared
+        "cut_share": cut_share,
+        "evidence_ranker": ranker is not None,
+    }
+    check_output(init, out, config, resume=resume, about=about)
+    start = init
+    if from_scratch and not (resume and (out / STATE_JSON).is_file()):
+        # No saved state to continue: the random start of the run, rebuilt from the same seed
+        # when resuming a run stopped before its first checkpoint.
+        start = random_init(init, out / "scratch", config.seed)
     windows = WindowRows(model_config, tokenizer, rows, ranker=ranker, cut_share=cut_share)
-    summary = train(init, windows.draw, out, config, resume=resume, progress=progress, log=log)
+    summary = train(start, windows.draw, out, config, resume=resume, progress=progress, log=log,
+                    about=about)  # fmt: skip
     summary["rows_unusable"] = {reason: count for reason, (count, _, _) in problems.items()}
     shutil.rmtree(out / "scratch", ignore_errors=True)
     if ranker is not None:

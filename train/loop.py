@@ -21,6 +21,12 @@ Everything random (which rows, which block, t, which positions) is drawn from ge
 `(seed, step)`, so a run is deterministic for a seed and a resumed run continues exactly where the
 interrupted one stopped. Checkpoints are written in the real format (`config.json` + safetensors +
 tokenizer files); optimizer state is kept beside them as safetensors + JSON, never pickled.
+Every file of a checkpoint is written to a temporary file and renamed into place, the state JSON
+last, and both safetensors files record the step they hold: a run stopped while saving leaves
+files that disagree, and a resume refuses them instead of continuing from mixed steps. A resume
+continues only the run it finds: `train_config.json` records what defines the run (`RUN_FIELDS`,
+and what the caller adds, e.g. a fingerprint of the training data), and a resume that differs in
+any of it is refused, naming what differs.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
 import random
 import shutil
 import time
@@ -38,18 +45,32 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from decide.engine import load_model
+from decide.engine.checkpoint import INDEX_NAME
 from decide.engine.families import family_for
 from decide.engine.loader import METADATA_FILES
 from decide.engine.resolution import cpu_bf16_is_fast
 from decide.jobs.progress import Progress
+from decide.jobs.spec import SpecError
 
 from .examples import BuildStats, Example, ExampleBuilder, UnusableRows, skip_summary
 
 STATE_WEIGHTS = "train_state.safetensors"
 STATE_JSON = "train_state.json"
+CONFIG_JSON = "train_config.json"
+SUMMARY_JSON = "train_summary.json"
+STEP_KEY = "decide_train_step"  # safetensors metadata: the optimizer step the file holds
+# What defines a run: a resume must agree on these (`check_output`). Not compared: the time
+# budget and stop step, the device, threads, workers, checkpoint interval and bf16 (chosen by
+# what the machine runs fast), which say how the same run is carried out.
+RUN_FIELDS = (
+    "steps", "batch_size", "lr", "warmup", "decay_from", "weight_decay", "filler_weight",
+    "weighting", "cap_weight", "option_masking", "dropout", "seed", "strict_questions",
+    "short_slots",
+)  # fmt: skip
 # Rows drawn in a row that all yield no example before a run gives up (rows none of which can be
 # taught would otherwise be drawn forever): far more than any usable data set skips in a row.
 SKIP_LIMIT = 10_000
@@ -303,7 +324,26 @@ def _record(step: int, window: Sequence[float], started: float) -> dict[str, flo
     }
 
 
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` to a temporary file beside `path`, then rename it into place: `path` holds
+    its old content or the new one, never a part (a signal or a crash in between)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, value: Any, indent: int | None = 2) -> None:
+    _write_atomic(path, lambda tmp: tmp.write_text(json.dumps(value, indent=indent)))
+
+
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history: list) -> None:
+    """The optimizer state of `step`, the JSON last (it is what says a checkpoint is there)."""
     tensors, meta = {}, {"step": step, "history": history, "params": {}}
     for pid, state in optimizer.state_dict()["state"].items():
         entry = {}
@@ -313,8 +353,34 @@ def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history:
             else:
                 entry[key] = float(value)
         meta["params"][str(pid)] = entry
-    save_file(tensors, str(out / STATE_WEIGHTS))
-    (out / STATE_JSON).write_text(json.dumps(meta))
+    _write_atomic(
+        out / STATE_WEIGHTS,
+        lambda tmp: save_file(tensors, str(tmp), metadata={STEP_KEY: str(step)}),
+    )
+    _write_json(out / STATE_JSON, meta, indent=None)
+
+
+def _file_step(path: Path) -> int | None:
+    """The step a safetensors file records (`STEP_KEY`), None where it records none."""
+    with safe_open(str(path), "pt") as handle:
+        step = (handle.metadata() or {}).get(STEP_KEY)
+    return None if step is None else int(step)
+
+
+def _check_state(out: Path) -> None:
+    """Refuse a checkpoint whose files hold different steps (a run stopped while saving)."""
+    step = json.loads((out / STATE_JSON).read_text())["step"]
+    for name in ("model.safetensors", STATE_WEIGHTS):
+        if not (out / name).is_file():
+            raise SpecError(f"{out}: {STATE_JSON} is there but {name} is not: the run's last "
+                            "checkpoint is incomplete and cannot be resumed; train again into "
+                            "a new directory")  # fmt: skip
+        held = _file_step(out / name)
+        if held is not None and held != step:
+            raise SpecError(f"{out}: the last checkpoint's files disagree ({STATE_JSON} is at "
+                            f"step {step}, {name} at step {held}): the run was stopped while "
+                            "saving it and cannot be resumed exactly; train again into a new "
+                            "directory")  # fmt: skip
 
 
 def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> tuple[int, list]:
@@ -334,9 +400,14 @@ def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> tuple[int, list]
 
 
 def save_checkpoint(
-    model: torch.nn.Module, source: Path, out: Path, dtype: torch.dtype = torch.float32
+    model: torch.nn.Module,
+    source: Path,
+    out: Path,
+    dtype: torch.dtype = torch.float32,
+    step: int | None = None,
 ) -> None:
-    """Write the model in its family's checkpoint format next to the source's tokenizer files."""
+    """Write the model in its family's checkpoint format next to the source's tokenizer files,
+    each file renamed into place whole; `step` is recorded in the weights' metadata."""
     raw = json.loads((source / "config.json").read_text())
     family = family_for(raw["model_type"], raw)
     names = family.weight_names(family.parse(raw))
@@ -345,12 +416,80 @@ def save_checkpoint(
         ckpt: state[engine].detach().to(dtype).contiguous() for ckpt, engine in names.items()
     }
     out.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    metadata = {"format": "pt"} | ({} if step is None else {STEP_KEY: str(step)})
+    _write_atomic(
+        out / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata=metadata)
+    )
     # Every metadata file a checkpoint may spell its tokenizer and special tokens in (a Dream
     # fine-tune needs vocab.json + merges.txt, generation_config.json's end-of-turn ids, ...).
     for name in METADATA_FILES:
         if (source / name).is_file() and source.resolve() != out.resolve():
-            shutil.copyfile(source / name, out / name)
+            _write_atomic(out / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
+
+
+def _carry_files(init: Path, out: Path) -> None:
+    """The starting checkpoint's other files (licences, NOTICE, `evidence_ranker.json`, ...), as
+    `decide merge` carries A's: not its weights, metadata files (`save_checkpoint`) or the
+    `train_*` files of the run that wrote it."""
+    for item in init.iterdir():
+        name = item.name
+        if (
+            item.is_file()
+            and item.suffix != ".safetensors"
+            and name not in (INDEX_NAME, *METADATA_FILES)
+            and not name.startswith(("train_", "."))
+        ):
+            _write_atomic(out / name, lambda tmp, item=item: shutil.copyfile(item, tmp))
+
+
+def run_record(config: TrainConfig, about: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What `train_config.json` holds: the config, and what the caller says about the run."""
+    return asdict(config) | dict(about or {})
+
+
+def _comparable(value: Any) -> Any:
+    """A recorded value as a resume compares it: where a file was read is not what it holds."""
+    return {k: v for k, v in value.items() if k != "path"} if isinstance(value, dict) else value
+
+
+def check_output(
+    init: Path,
+    out: Path,
+    config: TrainConfig,
+    *,
+    resume: bool,
+    about: dict[str, Any] | None = None,
+) -> None:
+    """Refuse, before anything is written: `out` that is the starting checkpoint or a file; a
+    resume into a directory that holds no training run, or a run that differs from this one in
+    a `RUN_FIELDS` field or a key of `about` (the recorded value differs, a dict's "path" aside;
+    a key the record lacks, written before it was recorded, is not compared)."""
+    if out.resolve() == Path(init).resolve():
+        raise SpecError(f"-o {out} is the starting checkpoint (--init {init}): training would "
+                        "overwrite it; choose another output directory")  # fmt: skip
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"{out}: output path exists and is not a directory")
+    if not resume or not out.is_dir():
+        return
+    if not (out / CONFIG_JSON).is_file():
+        found = [p.name for p in out.iterdir() if p.name != "scratch" and p.name[0] != "."]
+        if found or (out / STATE_JSON).is_file():
+            raise SpecError(f"{out}: holds no training run to resume (no {CONFIG_JSON}); "
+                            "choose another output directory, without --resume")  # fmt: skip
+        return
+    stored = json.loads((out / CONFIG_JSON).read_text())
+    current = run_record(config, about)
+    differ = []
+    for key in (*RUN_FIELDS, *(about or {})):
+        if key in stored and _comparable(stored[key]) != _comparable(current.get(key)):
+            if key == "data":
+                differ.append("the training data (its rows differ)")
+            else:
+                differ.append(f"{key} ({stored[key]!r} in the run, {current.get(key)!r} now)")
+    if differ:
+        raise SpecError(f"{out}: --resume continues the run it holds, which differs from this "
+                        f"one in {'; '.join(differ)}: pass the run's options and data, or train "
+                        "into a new directory")  # fmt: skip
 
 
 def train(
@@ -362,16 +501,23 @@ def train(
     resume: bool = False,
     progress: bool | None = None,
     log: Callable[[str], None] = print,
+    about: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune the checkpoint at `init`; `rows(rng)` draws one training row. Writes the model
     (fp32) to `out` every `save_every` steps and at the end; returns a summary. `config.stop_at`
-    ends the run early at that step as an interruption would (resumable to the same weights)."""
+    ends the run early at that step as an interruption would (resumable to the same weights).
+    `about` is recorded in `train_config.json` with the config, and a resume must agree with it
+    (`check_output`). A run that does not resume a saved state (no `resume`, or nothing saved
+    yet) starts from `init`, and first removes the state files of an earlier run in `out`."""
+    check_output(init, out, config, resume=resume, about=about)
     if config.threads:
         torch.set_num_threads(config.threads)
     if config.bf16 is None:
         config = replace(config, bf16=bf16_is_fast(config.device))
     torch.manual_seed(config.seed)
     source = out if resume and (out / STATE_JSON).is_file() else init
+    if source == out:
+        _check_state(out)
     loaded = load_model(source, dtype="float32", device=config.device)
     model = loaded.model.train().requires_grad_(True)
     if hasattr(model, "dropout"):
@@ -403,9 +549,16 @@ def train(
         first = None
         if step < config.steps and (config.stop_at is None or step < config.stop_at):
             first = batches.get(step)
+        out.mkdir(parents=True, exist_ok=True)
         if source != out:
-            save_checkpoint(model, init, out)
-        (out / "train_config.json").write_text(json.dumps(asdict(config), indent=2))
+            # An earlier run's state would be "resumed" by the next --resume: gone before
+            # anything of this run is written (the JSON first: it says a checkpoint is there).
+            for name in (STATE_JSON, STATE_WEIGHTS, SUMMARY_JSON):
+                (out / name).unlink(missing_ok=True)
+        _write_json(out / CONFIG_JSON, run_record(config, about))
+        if source != out:
+            save_checkpoint(model, init, out, step=step)
+            _carry_files(init, out)
     except BaseException:
         batches.close()
         raise
@@ -450,14 +603,14 @@ def train(
                 history.append(_record(step, window, started))
                 window = []
             if step % config.save_every == 0:
-                save_checkpoint(model, init, out)
+                save_checkpoint(model, init, out, step=step)
                 _save_state(out, optimizer, step, history)
     finally:
         batches.close()
     bar.close()
     if window:  # stopped between two loss records (time budget, stop_at): keep the last steps
         history.append(_record(step, window, started))
-    save_checkpoint(model, init, out)
+    save_checkpoint(model, init, out, step=step)
     _save_state(out, optimizer, step, history)
     summary = {
         "steps": step,
@@ -470,5 +623,5 @@ def train(
         "answers_as_read": builder.stats.as_read,
         "final_loss": history[-1]["loss"] if history else math.nan,
     }
-    (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
+    _write_json(out / SUMMARY_JSON, summary)
     return summary

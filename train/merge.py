@@ -53,7 +53,8 @@ def _same_model(a: Path, b: Path) -> None:
 
 
 def merge_checkpoints(a: Path, b: Path, weight: float, out: Path) -> Path:
-    """Write (1 - weight)·A + weight·B to `out`, with A's other files (tokenizer, licences).
+    """Write (1 - weight)·A + weight·B to `out`, with A's other files (tokenizer, licences), not
+    its `train_*` files (a training run's config, summary and optimizer state).
 
     `train_summary.json` records both parents, the weight and each parent's own summary.
     """
@@ -84,9 +85,15 @@ def merge_checkpoints(a: Path, b: Path, weight: float, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        skip = (INDEX_NAME, SUMMARY)
+        # Not A's training files (its config, summary, optimizer state): the merge is no run
+        # that `decide train --resume` could continue.
         for item in a.iterdir():
-            if item.is_file() and item.suffix != ".safetensors" and item.name not in skip:
+            if (
+                item.is_file()
+                and item.suffix != ".safetensors"
+                and item.name != INDEX_NAME
+                and not item.name.startswith("train_")
+            ):
                 shutil.copyfile(item, staging / item.name)
         save_file(mixed, str(staging / "model.safetensors"), metadata={"format": "pt"})
         summary = {
