@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,40 @@ class TokenizerBundle:
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without special tokens added around it."""
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_literal(self, text: str, start: int, end: int) -> list[int]:
+        """Token ids of `text` in which `text[start:end]` (a user message: documents, questions)
+        is literal: a special or added token's text there (`<|eot_id|>`, `<|mdm_mask|>`,
+        `[MASK]` written in a document) is read as the ordinary characters it is, never as the
+        control token, so a document cannot end the user's turn or plant mask tokens. Text
+        without any encodes exactly as `encode` does."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        added = self._added_ids
+        hits = [
+            (a, b)
+            for tid, (a, b) in zip(encoding.ids, encoding.offsets, strict=True)
+            if tid in added and start <= a and b <= end and b > a
+        ]
+        if not hits:
+            return list(encoding.ids)
+        out: list[int] = []
+        at = 0
+        for a, b in hits:
+            out += self.encode(text[at:a])
+            out += self._plain.encode(text[a:b], add_special_tokens=False).ids
+            at = b
+        return out + self.encode(text[at:])
+
+    @cached_property
+    def _added_ids(self) -> frozenset[int]:
+        return frozenset(self.tokenizer.get_added_tokens_decoder())
+
+    @cached_property
+    def _plain(self) -> Tokenizer:
+        """The tokenizer without its added tokens: their texts read as ordinary characters."""
+        spec = json.loads(self.tokenizer.to_str())
+        spec["added_tokens"], spec["post_processor"] = [], None
+        return Tokenizer.from_str(json.dumps(spec))
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)

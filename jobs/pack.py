@@ -132,11 +132,26 @@ class Packer:
         return "\n".join(lines)
 
     def prompt_text(self, document: str, questions: Sequence[CompiledQuestion]) -> str:
-        content = self.user_message(document, questions)
+        return self._render(self.user_message(document, questions))
+
+    def _render(self, content: str) -> str:
         template = self.tokenizer.chat_template
         if template is None:
             return f"{content}\n\nAnswer:\n"
         return template.render([{"role": "user", "content": content}], add_generation_prompt=True)
+
+    def prompt_tokens(self, document: str, questions: Sequence[CompiledQuestion]) -> list[int]:
+        """The tokens of `prompt_text`, the user message (document, questions, instruction)
+        read literally: special-token text in it is ordinary characters, not control tokens
+        (`TokenizerBundle.encode_literal`)."""
+        content = self.user_message(document, questions)
+        text = self._render(content)
+        start, length = text.find(content), len(content)
+        if start < 0:  # a template that trims the message
+            start, length = text.find(content.strip()), len(content.strip())
+        if start < 0:  # one that rewrites it: its tokens as rendered
+            return self.tokenizer.encode(text)
+        return self.tokenizer.encode_literal(text, start, start + length)
 
     def blocks(
         self, questions: Sequence[CompiledQuestion], constraints: Sequence[Any] | None = None
@@ -202,7 +217,7 @@ class Packer:
                 )
         tokens = None
         if len(document) <= window or head + answer_len <= self.max_length:
-            tokens = self.tokenizer.encode(self.prompt_text(document, questions))
+            tokens = self.prompt_tokens(document, questions)
         if tokens is not None and len(tokens) + answer_len <= self.max_length:
             return Prompt(tokens, (document,), False)
         if self.long_documents != "truncate":
@@ -255,7 +270,7 @@ class Packer:
         """Keep the document's first and last tokens, cut at token boundaries, so the whole
         prompt fits; the rest of the prompt (instruction, questions) is never cut. Returns the
         prompt and the kept head and tail."""
-        empty = len(self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK, questions)))
+        empty = len(self.prompt_tokens(TRUNCATION_MARK, questions))
         budget = self.max_length - answer_len - empty
         head_offsets, tail_offsets = self._edges(document)
         while budget > 0:
@@ -264,7 +279,7 @@ class Packer:
             head_end = head_offsets[head - 1][1] if head else 0
             tail_start = tail_offsets[len(tail_offsets) - tail][0] if tail else len(document)
             kept = (document[:head_end], document[max(tail_start, head_end) :])
-            prompt = self.tokenizer.encode(self.prompt_text(TRUNCATION_MARK.join(kept), questions))
+            prompt = self.prompt_tokens(TRUNCATION_MARK.join(kept), questions)
             if len(prompt) + answer_len <= self.max_length:
                 return prompt, kept
             budget -= max(1, len(prompt) + answer_len - self.max_length)

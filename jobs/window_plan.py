@@ -81,9 +81,7 @@ class WindowPlanner:
         self, text: str, questions: Sequence[CompiledQuestion], earlier: Mapping[str, Any]
     ) -> list[int]:
         """The prompt tokens of one window (see the module docstring)."""
-        return self.packer.tokenizer.encode(
-            self.packer.prompt_text(with_earlier(text, earlier), questions)
-        )
+        return self.packer.prompt_tokens(with_earlier(text, earlier), questions)
 
     def answer_length(self, questions: Sequence[CompiledQuestion]) -> int:
         """Tokens of the answer block of `questions` asked alone."""
