@@ -41,9 +41,12 @@ def weight_files(model_dir: Path) -> list[Path]:
         files = sorted({str(v) for v in weight_map.values()})
         paths = []
         for name in files:
-            path = (model_dir / name).resolve()
-            if path.parent != model_dir.resolve():
+            # Judged by the name the index writes, not where it resolves: a Hugging Face cache
+            # snapshot links every file to `../../blobs/<hash>`, and a user may link shards
+            # from another disk.
+            if Path(name).name != name or name in (".", ".."):
                 raise ModelLoadError(f"{index}: shard {name!r} lies outside the model directory")
+            path = model_dir / name
             if not path.is_file():
                 raise ModelLoadError(f"{index}: shard file {name!r} is missing")
             paths.append(path)

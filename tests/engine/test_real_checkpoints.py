@@ -288,3 +288,33 @@ def test_classic_bert_masked_lm_layouts(tmp_path: Path, prefix: str) -> None:
         tmp_path / "out", model=modern, progress=False,
     )  # fmt: skip
     assert result.ok == 3
+
+
+def test_a_hugging_face_cache_snapshot_loads(published, tmp_path: Path) -> None:
+    """`snapshot_download` links every file of `snapshots/<rev>/` to `../../blobs/<hash>`: the
+    sharded checkpoints were refused ("shard ... lies outside the model directory") because the
+    shard's resolved path was judged, not the name the index writes."""
+    import hashlib
+
+    source = published["sdar-4b-chat"]
+    assert (source / "model.safetensors.index.json").is_file()
+    repo = tmp_path / "models--JetLM--SDAR-4B-Chat"
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for file in source.iterdir():
+        blob = blobs / hashlib.sha256(file.read_bytes()).hexdigest()
+        shutil.copyfile(file, blob)
+        (snapshot / file.name).symlink_to(Path("../../blobs") / blob.name)
+    loaded = load_model(snapshot)
+    direct = load_model(source)
+    for name, tensor in direct.model.state_dict().items():
+        assert torch.equal(tensor, loaded.model.state_dict()[name]), name
+    assert _inspect(snapshot)["mask id"] == EXPECTED["sdar-4b-chat"]["mask id"]
+    # an index naming a path outside the directory is still refused
+    index = json.loads((source / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: f"../{v}" for k, v in index["weight_map"].items()}
+    bad = _copy(published, "sdar-4b-chat", tmp_path / "bad")
+    (bad / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelLoadError, match="lies outside the model directory"):
+        load_model(bad)
