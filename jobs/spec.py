@@ -421,7 +421,14 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(
             f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({_problem(exc)})"
         ) from exc
-    return parse_spec(data, str(path))
+    spec = parse_spec(data, str(path))
+    if spec.model is not None:
+        # A relative `model:` is the spec's neighbour (the spec works from any directory); one
+        # that is only there from the working directory, as read before 2026-12-07, still is.
+        beside = path.parent / Path(spec.model).expanduser()
+        if not Path(spec.model).expanduser().is_absolute() and beside.exists():
+            spec = spec.model_copy(update={"model": str(beside)})
+    return spec
 
 
 def parse_questions(raw: Any, origin: str) -> list[Question]:

@@ -175,3 +175,18 @@ def test_yaml_specs_are_read_as_yaml_1_2(tmp_path: Path) -> None:
         match=r"job.yaml: not valid YAML \(found duplicate key \"questions\" .*line 3, column 1\)",
     ):
         load_spec(path)
+
+
+def test_a_relative_model_is_found_beside_the_spec(tmp_path: Path, monkeypatch) -> None:
+    """`model: ../ck/m` in jobs/spec.yaml worked only from jobs/: from elsewhere it was "no such
+    model directory". One found only from the working directory (read so before) still is."""
+    (tmp_path / "ck" / "m").mkdir(parents=True)
+    (tmp_path / "jobs").mkdir()
+    spec = tmp_path / "jobs" / "spec.yaml"
+    spec.write_text("model: ../ck/m\nquestions:\n  - {id: a, text: A?, schema: {type: boolean}}\n")
+    monkeypatch.chdir(tmp_path)
+    assert Path(load_spec("jobs/spec.yaml").model).resolve() == (tmp_path / "ck" / "m").resolve()
+    (tmp_path / "here").mkdir()
+    spec.write_text("model: here\nquestions:\n  - {id: a, text: A?, schema: {type: boolean}}\n")
+    assert load_spec(spec).model == "here"  # not beside the spec: as given, from the cwd
+    assert load_spec(spec).fingerprint() == parse_spec(read_yaml(spec.read_text())).fingerprint()
