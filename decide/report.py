@@ -112,6 +112,7 @@ def build_report(out: Path) -> dict[str, Any]:
     texts = {q.id: q.text for q in manifest.spec.questions}
     texts.update(_row_question_texts(out, manifest, [q for q in answers if q not in texts]))
     withheld = figures.withheld_counts(parts)
+    unread = figures.unread_counts(parts)
     questions = []
     for qid, tally in answers.items():
         conf = confidence.get(qid, empty)
@@ -122,6 +123,7 @@ def build_report(out: Path) -> dict[str, Any]:
             "confidence": {"counts": conf["counts"], "mean": conf["mean"]},
             "answered_confidence": conf["answered_mean"],
             "withheld": withheld.get(qid, 0),
+            "unread": unread.get(qid, 0),
         })  # fmt: skip
     lowest = [
         {"doc_id": doc_id, "question": question,

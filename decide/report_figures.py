@@ -240,6 +240,34 @@ def withheld_counts(parts: Parts) -> dict[str, int]:
     return {qid: int(row[qid] or 0) for qid in parts.questions}
 
 
+def unread_counts(parts: Parts) -> dict[str, int]:
+    """Per question: the ok rows read in windows whose answer no window was asked (the learnt
+    evidence ranker judged none likely to hold it, so it was given its absent value unread):
+    such an answer has a confidence but no evidence and was not withheld."""
+    needed = ("windows", "evidence", "confidence")
+    if not parts.questions or any(c not in parts.schema for c in needed):
+        return {qid: 0 for qid in parts.questions}
+    evidence = parts.schema["evidence"]
+    confidence = parts.schema["confidence"]
+    if not isinstance(evidence, pl.Struct) or not isinstance(confidence, pl.Struct):
+        return {qid: 0 for qid in parts.questions}
+    held = pl.col("withheld_json") if "withheld_json" in parts.schema else pl.lit(None, pl.String)
+    columns = []
+    for qid in parts.questions:
+        if qid not in evidence.to_schema() or qid not in confidence.to_schema():
+            columns.append(pl.lit(0).alias(qid))
+            continue
+        unread = (
+            (pl.col("windows") > 0)
+            & pl.col("evidence").struct.field(qid).is_null()
+            & pl.col("confidence").struct.field(qid).is_not_null()
+            & held.str.json_path_match(f"$.{qid}.confidence").is_null()
+        )
+        columns.append(unread.fill_null(False).sum().alias(qid))
+    row = collect(parts.ok.select(columns)).row(0, named=True)
+    return {qid: int(row[qid] or 0) for qid in parts.questions}
+
+
 def least_confident(parts: Parts, limit: int) -> pl.DataFrame:
     """The `limit` least confident (document, question) answers: `conf`, `question`, `doc_id`,
     `answers_json`; ties in question order, then doc id order."""

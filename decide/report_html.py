@@ -123,6 +123,9 @@ def _question_line(question: dict[str, Any]) -> str:
         line += f", {question['failed']:,} failed (no answer)"
     if question.get("withheld"):
         line += f", {question['withheld']:,} withheld by absent_below"
+    if question.get("unread"):
+        line += (f", {question['unread']:,} given absent unread (no window of a long document "
+                 "was likely to hold it)")  # fmt: skip
     if question["answered"]:
         line += f"; mean confidence {fmt(question['answered_confidence'], 3)}"
     return line

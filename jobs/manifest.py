@@ -43,6 +43,7 @@ class QuestionEntry(_Part):
 class InputColumns(_Part):
     doc_id: str = "doc_id"
     document: str = "document"
+    questions: str = "questions"
 
 
 class SpecEntry(_Part):

@@ -266,7 +266,8 @@ def _reference_report(out: Path) -> dict[str, Any]:
                        "distribution": distribution(answers[q["id"]]),
                        "confidence": confidence(conf[q["id"]]),
                        "answered_confidence": answered_mean(q["id"]),
-                       "withheld": sum(q["id"] in json.loads(w) for w in held)}
+                       "withheld": sum(q["id"] in json.loads(w) for w in held),
+                       "unread": 0}  # no document read in windows (test_evidence_ranker.py)
                       for q in MANY_QUESTIONS],
         "confidence": confidence(long["conf"]),
         "lowest_confidence": [{"doc_id": d, "question": q, "confidence": c,

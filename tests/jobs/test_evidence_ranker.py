@@ -161,3 +161,32 @@ def test_scoring_a_1_mb_document_stays_within_bounded_memory() -> None:
         tracemalloc.stop()
     assert scores["Q?"].shape == (len(windows),) and np.all((scores["Q?"] > 0) & (scores["Q?"] < 1))
     assert peak < 40 * len(text), peak
+
+
+def test_the_report_counts_answers_given_absent_unread(ranker, tiny_checkpoint, tmp_path) -> None:
+    """A learnt question no window was likely to hold is given its absent value without being
+    asked: the report said nothing of it (now `unread` per question, and a line on the page)."""
+    import shutil
+
+    import polars as pl
+
+    from decide.jobs.runner import run_job
+    from decide.jobs.spec import parse_spec
+    from decide.report import write_report
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint("bert", vocab="small"), model)
+    ranker.save(model)
+    texts = [document(60 + i, None if i < 2 else CLAUSES[0])[0] for i in range(3)]
+    pl.DataFrame({"doc_id": ["a", "b", "c"], "document": texts}).write_parquet(tmp_path / "in.pq")
+    late = {"id": "late", "text": "Was the report late?", "schema": {"type": "boolean"}}
+    run_job(parse_spec({"questions": [PETS, late]}), [tmp_path / "in.pq"], tmp_path / "out",
+            model=model, progress=False)  # fmt: skip
+    answers = pl.read_parquet(tmp_path / "out" / "answers" / "*.parquet").sort("doc_id")
+    assert (answers["windows"] > 1).all() and (answers["status"] == "ok").all()
+    report = write_report(tmp_path / "out")
+    counts = {q["id"]: q["unread"] for q in report["questions"]}
+    assert counts == {"pets": 2, "late": 0}  # a and b: no pets clause for the ranker to find
+    unread = answers.filter(pl.col("evidence").struct.field("pets").is_null())["doc_id"]
+    assert unread.to_list() == ["a", "b"]
+    assert "2 given absent unread" in (tmp_path / "out" / "report.html").read_text()
