@@ -33,6 +33,7 @@ from typing import Any
 import jsonschema
 import polars as pl
 
+from decide.jobs import parquet
 from decide.jobs.manifest import Manifest, ManifestError
 from decide.jobs.output import atomic_write
 from decide.jobs.spec import SpecError
@@ -83,7 +84,7 @@ def _load(out: Path) -> tuple[Manifest, Parts]:
     types: dict[str, Path] = {}
     for path in paths:  # footers only; a resume refuses other ids since 2026-12-07
         try:
-            dtype = pl.read_parquet_schema(path).get("doc_id")
+            dtype = parquet.schema(path).get("doc_id")
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise ReportError(f"{path}: unreadable answer part ({exc})") from exc
         types.setdefault(str(dtype), path)
@@ -304,7 +305,7 @@ def _row_question_texts(out: Path, manifest: Manifest, ids: list[str]) -> dict[s
         return {}
     try:
         found = collect(
-            pl.scan_parquet(paths)
+            parquet.scan(paths)
             .select(pl.col(column).explode().struct.field("id", "text"))
             .filter(pl.col("id").is_in(pl.Series(ids, dtype=pl.String).implode()))
             .group_by("id", "text")
@@ -329,7 +330,7 @@ def _document_texts(out: Path, manifest: Manifest, ids: list[Any]) -> dict[Any, 
         return {}
     try:
         found = collect(
-            pl.scan_parquet(paths)
+            parquet.scan(paths)
             .select(pl.col(columns.doc_id).alias("doc_id"), pl.col(columns.document).alias("text"))
             .filter(pl.col("doc_id").is_in(pl.Series(ids).implode()))
             .unique("doc_id", keep="first")

@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from decide.jobs import parquet
+
 CONFIDENCE_BINS = 10
 HISTOGRAM_BINS = 10  # bins of a numeric answer with many distinct values
 CATEGORY_LIMIT = 20  # distinct values shown as categories; above, top values or a histogram
@@ -36,10 +38,10 @@ class Parts:
     def __init__(self, paths: list[Path]) -> None:
         schema: dict[str, pl.DataType] = {}
         for path in paths:  # footers only: the union of the parts' columns
-            for name, dtype in pl.read_parquet_schema(path).items():
+            for name, dtype in parquet.schema(path).items():
                 schema.setdefault(name, dtype)
         self.paths, self.schema = paths, schema
-        self.frame = pl.scan_parquet(paths, schema=schema, missing_columns="insert")
+        self.frame = parquet.scan(paths, schema=schema, missing_columns="insert")
         self.frame = self.frame.with_row_index("_row")
         answers = schema.get("answers")
         self.questions: list[str] = list(answers.to_schema()) if answers is not None else []

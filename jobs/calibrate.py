@@ -35,6 +35,7 @@ import polars as pl
 from decide.schemas.drafts import validator_class
 
 from . import calibration as cal
+from . import parquet
 from .manifest import Manifest
 from .spec import SpecError, absent_value, parse_questions
 from .windows import same_value
@@ -146,18 +147,18 @@ def collect_labels(
     if not parts:
         raise SpecError(f"{out_dir}: no answer parts in {out_dir / 'answers'}")
     try:
-        gold = pl.read_parquet(gold_path)
+        gold = parquet.read(gold_path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise SpecError(f"{gold_path}: cannot read the gold parquet ({exc})") from exc
     for column in ("doc_id", gold_column):
         if column not in gold.columns:
             raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
     refuse_duplicate_ids(gold, gold_path)
-    names = pl.scan_parquet(parts[0]).collect_schema().names()
+    names = parquet.scan(parts[0]).collect_schema().names()
     conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
     columns = ["doc_id", "status", "answers_json", conf_col]
     columns += ["withheld_json"] if "withheld_json" in names else []  # jobs before 2026-12-06
-    answers = pl.concat([pl.read_parquet(p, columns=columns) for p in parts])
+    answers = pl.concat([parquet.read(p, columns=columns) for p in parts])
     by_id = {row[0]: row[1:] for row in answers.iter_rows()}
     schemas = {q.id: q.schema_ for q in manifest.spec.questions}
     absents = {q.id: q.absent for q in manifest.spec.questions}
@@ -460,10 +461,10 @@ def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, 
     if not parts:  # every input row lacked a doc_id: nothing decided, nothing to review
         return {"below": below, "calibrated": calibrated, "rows": 0, "ok_rows": 0, "share": 0.0,
                 "accepted_answers": 0, "expected_accuracy_accepted": None}  # fmt: skip
-    scan = pl.scan_parquet(parts).filter(pl.col("status") == "ok")
+    scan = parquet.scan(parts).filter(pl.col("status") == "ok")
     queue = scan.filter(pl.col("review")).collect()
     atomic_write(out_dir / "review.parquet", parquet_writer(queue))
-    fields = pl.scan_parquet(parts[0]).collect_schema()["confidence"].to_schema()
+    fields = parquet.scan(parts[0]).collect_schema()["confidence"].to_schema()
     accepted = scan.filter(~pl.col("review")).select(
         pl.concat_list([pl.col("confidence").struct.field(f) for f in fields]).alias("c")
     ).explode("c").drop_nulls().collect()["c"]  # fmt: skip

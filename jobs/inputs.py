@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from . import parquet
 from .spec import InputColumns, SpecError
 
 ROW = "__decide_row"
@@ -50,7 +51,7 @@ def _schema(path: Path) -> pl.Schema:
     if path.is_dir():
         raise SpecError(f"{path}: is a directory; pass the parquet files inside it")
     try:
-        return pl.read_parquet_schema(path)
+        return parquet.schema(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         hint = "; a job spec is passed with --spec" if path.suffix in SPEC_SUFFIXES else ""
         raise SpecError(f"{path}: not a readable parquet file ({exc}){hint}") from exc
@@ -140,7 +141,7 @@ def survey(plan: InputPlan) -> Survey:
     for path in plan.files:
         with _readable(path):
             frame = (
-                pl.scan_parquet(path)
+                parquet.scan(path)
                 .select(pl.col(id_col).alias("id"))
                 .with_row_index(ROW)
                 .with_columns(pl.lit(str(path)).alias(FILE))
@@ -160,7 +161,7 @@ def survey(plan: InputPlan) -> Survey:
         for path in plan.files:
             with _readable(path):
                 pairs = (
-                    pl.scan_parquet(path)
+                    parquet.scan(path)
                     .select(pl.col(q).explode().struct.unnest())
                     .drop_nulls("id")
                     .select("id", "schema")
@@ -184,6 +185,6 @@ def _readable(path: Path) -> Iterator[None]:
 def stream(plan: InputPlan, chunk_rows: int) -> Iterator[pl.DataFrame]:
     """Chunks of input rows with `__decide_file` and `__decide_row` columns."""
     for path in plan.files:
-        lazy = pl.scan_parquet(path).with_row_index(ROW).with_columns(pl.lit(str(path)).alias(FILE))
+        lazy = parquet.scan(path).with_row_index(ROW).with_columns(pl.lit(str(path)).alias(FILE))
         with _readable(path):  # the footer was fine (checked up front), a data page may not be
             yield from lazy.collect_batches(chunk_size=chunk_rows)

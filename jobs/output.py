@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from . import parquet
 from .failures import FailureKind
 from .manifest import Manifest
 from .spec import SpecError
@@ -147,8 +148,8 @@ class OutputDir:
         for part in self.parts():
             try:
                 names = [f"{k}_fingerprint" for k in ("model", "spec")]
-                names = [n for n in names if n in pl.read_parquet_schema(part)]
-                frame = pl.read_parquet(part, columns=names)
+                names = [n for n in names if n in parquet.schema(part)]
+                frame = parquet.read(part, columns=names)
             except (pl.exceptions.PolarsError, OSError) as exc:
                 raise SpecError(f"{part}: unreadable answer part ({exc})") from exc
             for key in ("model", "spec"):
@@ -171,7 +172,7 @@ class OutputDir:
         done: set[object] = set()
         counts = {"ok": 0, "error": 0}
         for part in self.parts():
-            frame = pl.read_parquet(part, columns=["doc_id", "status"])
+            frame = parquet.read(part, columns=["doc_id", "status"])
             done.update(frame["doc_id"].to_list())
             for status, n in frame["status"].value_counts().iter_rows():
                 counts[status] = counts.get(status, 0) + n
@@ -194,7 +195,7 @@ class OutputDir:
         row: a null doc_id). Returns the number of rows."""
         frames = []
         for part in self.parts():
-            scan = pl.scan_parquet(part)
+            scan = parquet.scan(part)
             # Parts written before the column existed have no kind to give.
             kind = "error_kind" if "error_kind" in scan.collect_schema().names() else None
             frames.append(

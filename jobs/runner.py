@@ -33,6 +33,7 @@ from decide.schemas import SchemaError
 from decide.schemas.rules import rule_question_ids
 from decide.schemas.validate import check_questions as check_schemas
 
+from . import parquet
 from .calibrate import ConfidencePlan
 from .checks import rule_ids as cel_rule_ids
 from .columns import JSON, Field, answer_fields, answers_dtype
@@ -273,7 +274,7 @@ def typed_like_parts(fields: dict[str, Field], out: OutputDir, output: Path) -> 
     if not parts:
         return fields
     try:
-        written = pl.read_parquet_schema(parts[0]).get("answers")
+        written = parquet.schema(parts[0]).get("answers")
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise SpecError(f"{parts[0]}: unreadable answer part ({exc})") from exc
     if not isinstance(written, pl.Struct):
@@ -301,7 +302,7 @@ def check_resume(out: OutputDir, plan: InputPlan, output: Path) -> None:
     id_column = plan.columns.doc_id
     for part in out.parts():
         try:
-            part_type = pl.read_parquet_schema(part).get("doc_id")
+            part_type = parquet.schema(part).get("doc_id")
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise SpecError(f"{part}: unreadable answer part ({exc})") from exc
         if part_type is not None and part_type != plan.doc_id_type:

@@ -46,6 +46,7 @@ import torch
 from decide.engine.config import ModelConfig
 from decide.engine.loader import build_model, load_config
 from decide.engine.tokenizer import TokenizerBundle
+from decide.jobs import parquet
 from decide.jobs.spec import SpecError, load_spec
 
 from .evidence_ranker import fit as fit_ranker
@@ -61,7 +62,7 @@ def read_rows(
     evidence_column: str | None = None,
 ) -> list[LongRow]:
     try:
-        frame = pl.read_parquet(path)
+        frame = parquet.read(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise SpecError(f"{path}: not a readable parquet file ({exc})") from exc
     for column in ("document", gold_column, *([evidence_column] if evidence_column else [])):
