@@ -105,6 +105,12 @@ def main() -> None:
     """Answer batches of related decision questions about documents with diffusion LMs."""
 
 
+def _rope(config: Any) -> str:
+    if not config.rope_theta:
+        return "-"
+    return f"{config.rope_theta:g} (from {config.rope_theta_source})"
+
+
 @main.command()
 @click.argument("model_dir", type=click.Path(path_type=Path), required=False)
 def inspect(model_dir: Path | None) -> None:
@@ -154,6 +160,7 @@ def inspect(model_dir: Path | None) -> None:
         ("hidden size", config.hidden_size),
         ("heads", f"{config.num_heads} query / {config.num_kv_heads} key-value"),
         ("head dim", config.head_dim),
+        ("rope theta", _rope(config)),
         ("intermediate size", config.intermediate_size),
         ("vocab", f"{tokenizer.vocab_size} tokens, {config.embedding_size} embedding rows"),
         ("tokenizer", tokenizer.source),

@@ -32,7 +32,7 @@ class ModelConfig:
     num_kv_heads: int
     head_dim: int
     intermediate_size: int
-    rope_theta: float
+    rope_theta: float  # 0.0 for architectures without RoPE (bert)
     norm_eps: float  # RMSNorm eps (llama architecture) or LayerNorm eps (bert)
     max_position_embeddings: int
     attention_bias: bool  # bias on q/k/v projections
@@ -55,6 +55,8 @@ class ModelConfig:
     context_length: int = 0  # tokens a packed sequence may hold; 0 = max_position_embeddings
     context_source: str = ""
     moe: MoeSpec | None = None  # architecture "moe": attention + MoE (moe_config.py)
+    # The config field RoPE theta came from (top level or `rope_parameters`), or the default.
+    rope_theta_source: str = ""
 
     def __post_init__(self) -> None:
         if not self.context_length:

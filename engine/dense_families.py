@@ -1,7 +1,8 @@
 """The dense LLaMA/Qwen-style families: LLaDA, Dream, SDAR and Fast-dLLM v2 (no tensors).
 
 Contract. `_parse_qwen` reads Qwen2/Qwen3-layout configs (Dream, SDAR, Fast-dLLM v2), `_parse_llada`
-LLaDA's OLMo-style config, refusing every switch that changes the math the engine implements;
+LLaDA's OLMo-style config, refusing every switch that changes the math the engine implements
+(RoPE theta in either spelling, RoPE scaling refused: `family.rope_settings`);
 the weight maps give each layout's exact checkpoint tensor set. `DENSE_FAMILIES` is registered
 in `families.FAMILIES`, `DENSE_BLOCK_SIZE_FIELDS` names the config fields that carry the block
 length of the block-causal ones.
@@ -19,11 +20,13 @@ from .family import (
     refuse,
     refuse_decoder_switches,
     require_positive,
+    rope_settings,
 )
 
 
 def _parse_qwen(raw: RawConfig, *, qk_norm: bool, default_bias: bool) -> dict[str, Any]:
     refuse_decoder_switches(raw)
+    rope = rope_settings(raw)
     sizes = hf_sizes(raw)
     hidden, heads = sizes["hidden_size"], sizes["num_heads"]
     return require_positive(
@@ -31,7 +34,8 @@ def _parse_qwen(raw: RawConfig, *, qk_norm: bool, default_bias: bool) -> dict[st
             **sizes,
             "head_dim": config_field(raw, "head_dim", int, hidden // heads if heads else 0),
             "intermediate_size": config_field(raw, "intermediate_size", int),
-            "rope_theta": config_field(raw, "rope_theta", float, 10000.0),
+            "rope_theta": rope.theta,
+            "rope_theta_source": rope.theta_source,
             "norm_eps": config_field(raw, "rms_norm_eps", float, 1e-6),
             "max_position_embeddings": config_field(raw, "max_position_embeddings", int, 32768),
             "attention_bias": config_field(raw, "attention_bias", bool, default_bias),
@@ -77,6 +81,7 @@ def _parse_llada(raw: RawConfig) -> dict[str, Any]:
     refuse(raw, "scale_logits", lambda v: v is False, "scaled logits")
     refuse(raw, "multi_query_attention", lambda v: v in (None, False), "multi-query flag")
     refuse(raw, "layer_norm_with_affine", lambda v: v is True, "norms without weights")
+    rope = rope_settings(raw)  # LLaDA's OLMo config spells theta top level; scaling is refused
     d_model = config_field(raw, "d_model", int)
     heads = config_field(raw, "n_heads", int)
     vocab = config_field(raw, "vocab_size", int)
@@ -93,7 +98,8 @@ def _parse_llada(raw: RawConfig) -> dict[str, Any]:
             "num_kv_heads": config_field(raw, "n_kv_heads", int, heads),
             "head_dim": d_model // heads if heads else 0,
             "intermediate_size": mlp,
-            "rope_theta": config_field(raw, "rope_theta", float, 10000.0),
+            "rope_theta": rope.theta,
+            "rope_theta_source": rope.theta_source,
             "norm_eps": config_field(raw, "rms_norm_eps", float, 1e-5),
             "max_position_embeddings": config_field(raw, "max_sequence_length", int, 4096),
             "attention_bias": config_field(raw, "include_qkv_bias", bool, False),

@@ -16,9 +16,9 @@ from .family import (
     Family,
     RawConfig,
     config_field,
-    refuse,
     refuse_decoder_switches,
     require_positive,
+    rope_settings,
 )
 from .hybrid_config import HybridSpec
 
@@ -29,14 +29,8 @@ def _parse_qwen3_next(raw: RawConfig) -> dict[str, Any]:
     """Qwen3-Next's config (and block-diffusion hybrids built on it). Defaults are those of
     `transformers`' Qwen3NextConfig, so a config that leaves a field out means the same here."""
     refuse_decoder_switches(raw)
-    rope = config_field(
-        raw, "rope_parameters", dict, {}
-    )  # transformers 5 nests the RoPE fields here
-    refuse(rope, "rope_type", lambda v: v == "default", "RoPE scaling")
-    theta = config_field(rope, "rope_theta", float, config_field(raw, "rope_theta", float, 10000.0))
-    partial = config_field(rope, "partial_rotary_factor", float, None)
-    if partial is None:
-        partial = config_field(raw, "partial_rotary_factor", float, 0.25)
+    rope = rope_settings(raw, default_partial=0.25, partial=True)
+    partial = rope.partial_rotary_factor
     hidden = config_field(raw, "hidden_size", int)
     heads = config_field(raw, "num_attention_heads", int)
     head_dim = config_field(raw, "head_dim", int, 256)
@@ -89,7 +83,8 @@ def _parse_qwen3_next(raw: RawConfig) -> dict[str, Any]:
             "num_kv_heads": config_field(raw, "num_key_value_heads", int, 2),
             "head_dim": head_dim,
             "intermediate_size": config_field(raw, "intermediate_size", int, 5632),
-            "rope_theta": theta,
+            "rope_theta": rope.theta,
+            "rope_theta_source": rope.theta_source,
             "norm_eps": config_field(raw, "rms_norm_eps", float, 1e-6),
             "max_position_embeddings": config_field(raw, "max_position_embeddings", int, 32768),
             "attention_bias": bias,

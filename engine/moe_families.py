@@ -30,6 +30,7 @@ from .family import (
     refuse,
     refuse_decoder_switches,
     require_positive,
+    rope_settings,
 )
 from .moe_config import MoeSpec
 
@@ -72,12 +73,13 @@ def _head_dim(raw: RawConfig) -> int:
 
 def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
     refuse_decoder_switches(raw)
+    rope = rope_settings(raw, default_partial=0.5, partial=True)
     refuse(raw, "norm_head", lambda v: v is False, "a normalised LM head")
     refuse(raw, "score_function", lambda v: v == "sigmoid", "LLaDA2 routes with sigmoid scores")
     refuse(raw, "norm_topk_prob", lambda v: v is True, "the published router always renormalises")
     refuse(raw, "using_split_qkv_in_self_attention", lambda v: v is False, "split q/k/v weights")
     head_dim = _head_dim(raw)
-    rotary = int(head_dim * config_field(raw, "partial_rotary_factor", float, 0.5))
+    rotary = int(head_dim * rope.partial_rotary_factor)
     refuse(raw, "rotary_dim", lambda v: v in (None, rotary), f"partial_rotary_factor: {rotary}")
     layers = config_field(raw, "num_hidden_layers", int)
     experts = config_field(raw, "num_experts", int, 0)
@@ -108,7 +110,8 @@ def _parse_llada2(raw: RawConfig) -> dict[str, Any]:
         raw,
         head_dim,
         intermediate_size=config_field(raw, "intermediate_size", int, 0),
-        rope_theta=config_field(raw, "rope_theta", float, 10000.0),
+        rope_theta=rope.theta,
+        rope_theta_source=rope.theta_source,
         norm_eps=config_field(raw, "rms_norm_eps", float, 1e-5),
         attention_bias=config_field(raw, "use_qkv_bias", bool, False),
         output_bias=config_field(raw, "use_bias", bool, True),
@@ -176,6 +179,7 @@ def _llada2_weights(f: dict[str, Any]) -> dict[str, str]:
 
 def _parse_sdar_moe(raw: RawConfig) -> dict[str, Any]:
     refuse_decoder_switches(raw)
+    rope = rope_settings(raw)
     layers = config_field(raw, "num_hidden_layers", int)
     experts = config_field(raw, "num_experts", int, 128)
     step = config_field(raw, "decoder_sparse_step", int, 1)
@@ -207,7 +211,8 @@ def _parse_sdar_moe(raw: RawConfig) -> dict[str, Any]:
         raw,
         head_dim,
         intermediate_size=config_field(raw, "intermediate_size", int, 6144),
-        rope_theta=config_field(raw, "rope_theta", float, 10000.0),
+        rope_theta=rope.theta,
+        rope_theta_source=rope.theta_source,
         norm_eps=config_field(raw, "rms_norm_eps", float, 1e-6),
         attention_bias=bias,
         output_bias=bias,  # Qwen3-MoE's o_proj follows the same flag
@@ -255,6 +260,7 @@ def _claims_llada_moe(raw: RawConfig) -> bool:
 
 def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
     refuse_decoder_switches(raw)
+    rope = rope_settings(raw, default_theta=None, partial=True)
     refuse(raw, "clip_qkv", lambda v: v is None, "q/k/v clipping")
     score = "`moe_router_score_function`"
     refuse(raw, "moe_router_score_function", lambda v: v in (None, "softmax"), f"{score}: softmax")
@@ -265,7 +271,7 @@ def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
     heads = config_field(raw, "num_attention_heads", int)
     head_dim = hidden // heads if heads else 0
     refuse(raw, "head_dim", lambda v: v in (None, head_dim), "its head dim is hidden / heads")
-    partial = config_field(raw, "partial_rotary_factor", float, 1.0)
+    partial = rope.partial_rotary_factor
     if not 0.0 < partial <= 1.0:
         raise ModelLoadError(
             f"config.json: `partial_rotary_factor` must lie in (0, 1], got {partial}"
@@ -300,7 +306,8 @@ def _parse_llada_moe(raw: RawConfig) -> dict[str, Any]:
         raw,
         head_dim,
         intermediate_size=config_field(raw, "dense_intermediate_size", int, 0),
-        rope_theta=config_field(raw, "rope_theta", float),
+        rope_theta=rope.theta,
+        rope_theta_source=rope.theta_source,
         norm_eps=config_field(raw, "rms_norm_eps", float, 1e-5),
         attention_bias=bias,
         output_bias=bias,

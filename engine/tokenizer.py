@@ -12,6 +12,9 @@ statically for any attribute or item whose name starts with an underscore, then 
 inside jinja2's immutable sandbox, always with the variables a real render gets (the special
 tokens, `additional_special_tokens`, `tools=None`, `add_generation_prompt`), so a template that
 works at run time is never refused at load and one that reaches for Python internals always is.
+The sandbox offers what Hugging Face's does: `tojson` (with `ensure_ascii`, `indent`,
+`separators`, `sort_keys`), `raise_exception`, `strftime_now` and the `{% generation %}` block
+(rendered unchanged). Any error while rendering is a `ModelLoadError` naming the template file.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from jinja2 import TemplateError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
-from jinja2.ext import loopcontrols
+from jinja2.ext import Extension, loopcontrols
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
@@ -55,6 +60,41 @@ def _raise_exception(message: str) -> None:
     raise TemplateError(message)
 
 
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    """Hugging Face's `tojson` filter: `json.dumps` with its options, no HTML escaping."""
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _strftime_now(format: str) -> str:
+    """Hugging Face's `strftime_now` global: the current local time, formatted."""
+    return datetime.now().strftime(format)
+
+
+class _GenerationTag(Extension):
+    """Hugging Face's `{% generation %}...{% endgeneration %}` block, which marks the assistant's
+    tokens for training masks; a render outputs its body unchanged (as Hugging Face's does when
+    no assistant mask is asked for)."""
+
+    tags: ClassVar[set[str]] = {"generation"}
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        # A call block, as Hugging Face's: the body renders in its own scope.
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return caller()
+
+
 class _StrictSandbox(ImmutableSandboxedEnvironment):
     """jinja2's sandbox returns a silent `Undefined` for an unsafe attribute, which renders as
     "" and lets a hostile template pass a trial render; here it raises at once."""
@@ -66,13 +106,16 @@ class _StrictSandbox(ImmutableSandboxedEnvironment):
 
 def _sandbox() -> ImmutableSandboxedEnvironment:
     env = _StrictSandbox(
-        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols], autoescape=False
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[loopcontrols, _GenerationTag],
+        autoescape=False,
     )
-    # The helpers Hugging Face templates expect; plain functions, nothing that reaches outside.
-    env.filters["tojson"] = lambda value, indent=None: json.dumps(
-        value, ensure_ascii=False, indent=indent
-    )
+    # The helpers Hugging Face templates expect, with Hugging Face's signatures; plain functions,
+    # nothing that reaches outside.
+    env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
     return env
 
 
@@ -148,6 +191,10 @@ class ChatTemplate:
             ) from exc
         except TemplateError as exc:
             raise ModelLoadError(f"{self.origin}: chat template failed to render ({exc})") from exc
+        except Exception as exc:  # a helper's TypeError, a bad slice, ...: the template's fault
+            raise ModelLoadError(
+                f"{self.origin}: chat template failed to render ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def turn_end(self, special_texts: Sequence[str]) -> str | None:
         """The special token that closes an assistant turn (`<|eot_id|>`, `<|im_end|>`), read

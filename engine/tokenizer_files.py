@@ -1,5 +1,6 @@
 """The tokenizer files of a model directory, as published: `tokenizer.json`, or a byte-level BPE
-built from `vocab.json` + `merges.txt` plus its added tokens.
+built from `vocab.json` + `merges.txt` plus its added tokens, or BERT's WordPiece built from
+`vocab.txt`.
 
 Checkpoints of the Qwen family (Dream, SDAR, Fast-dLLM v2) are often published without a
 `tokenizer.json`: their authors ship the slow tokenizer's files (`vocab.json`, `merges.txt`) and
@@ -11,6 +12,15 @@ tokenizer here, with the pre-tokenizer of the class `tokenizer_config.json` name
 a pre-tokenizer would give wrong ids silently. Added tokens keep their published ids and their
 `special` flags; an added token whose id is not the next free one is refused (naming the file),
 since a gap would shift every later id.
+
+Classic BERT checkpoints ship only `vocab.txt` (one token a line, the line number its id). It is
+built as `transformers`' `BertTokenizer` (the fast one) builds it: WordPiece with `##`
+continuations and at most 100 characters a word, `BertNormalizer` (clean text, Chinese characters
+split, lowercase from `tokenizer_config.json` `do_lower_case`, default true, accents stripped as
+`strip_accents` says, by default when lowercasing), `BertPreTokenizer`, the special tokens
+(`[UNK]`, `[SEP]`, `[PAD]`, `[CLS]`, `[MASK]` or the config's) marked special at their vocab ids,
+and the `[CLS] $A [SEP]` post-processor. Only for `tokenizer_class` `BertTokenizer(Fast)`, or none
+with `config.json` `model_type` "bert"; any other class is refused by name.
 """
 
 from __future__ import annotations
@@ -20,7 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
 from .errors import ModelLoadError
 
@@ -30,6 +49,12 @@ QWEN2_PATTERN = (
 )
 QWEN2_CLASSES = ("Qwen2Tokenizer", "Qwen2TokenizerFast", "DreamTokenizer")
 GPT2_CLASSES = ("GPT2Tokenizer", "GPT2TokenizerFast")
+BERT_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+# BertTokenizer's special tokens and their defaults (the order `transformers` registers them in).
+BERT_SPECIALS = {
+    "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -62,11 +87,13 @@ def read_tokenizer_files(model_dir: Path, tokenizer_config: dict[str, Any]) -> T
         return TokenizerFiles(tokenizer, "tokenizer.json")
     vocab_path, merges_path = model_dir / "vocab.json", model_dir / "merges.txt"
     if not vocab_path.is_file() or not merges_path.is_file():
+        if (model_dir / "vocab.txt").is_file():
+            return _bert_wordpiece(model_dir, model_dir / "vocab.txt", tokenizer_config)
         present = [p.name for p in (vocab_path, merges_path) if p.is_file()]
         found = f" (only {present[0]} is there)" if present else ""
         raise ModelLoadError(
             f"{model_dir}: tokenizer.json is missing, and there is no vocab.json + merges.txt "
-            f"to build it from{found}"
+            f"(byte-level BPE) nor vocab.txt (BERT WordPiece) to build it from{found}"
         )
     tokenizer_class = tokenizer_config.get("tokenizer_class")
     tokenizer = _byte_level_bpe(model_dir, vocab_path, merges_path, tokenizer_class)
@@ -110,11 +137,97 @@ def _byte_level_bpe(
     return tokenizer
 
 
+def _read_bert_vocab(path: Path) -> dict[str, int]:
+    """vocab.txt as `transformers` reads it: a token a line (universal newlines, the line end
+    stripped), its line number the id; a token listed twice keeps its last line."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(f"{path}: not UTF-8 text ({exc})") from exc
+    vocab = {line.rstrip("\n"): index for index, line in enumerate(lines)}
+    if not vocab:
+        raise ModelLoadError(f"{path}: the vocabulary is empty")
+    return vocab
+
+
+def _bert_option(tokenizer_config: dict[str, Any], origin: Path, key: str, default: Any) -> Any:
+    value = tokenizer_config.get(key, default)
+    if value is not None and not isinstance(value, bool):
+        raise ModelLoadError(f"{origin}: `{key}` must be true or false, got {value!r}")
+    return value
+
+
+def _bert_wordpiece(
+    model_dir: Path, vocab_path: Path, tokenizer_config: dict[str, Any]
+) -> TokenizerFiles:
+    """BERT's WordPiece from vocab.txt, as `transformers`' BertTokenizer builds it."""
+    origin = model_dir / "tokenizer_config.json"
+    tokenizer_class = tokenizer_config.get("tokenizer_class")
+    model_type = read_json_object(model_dir / "config.json").get("model_type")
+    if tokenizer_class is not None and tokenizer_class not in BERT_CLASSES:
+        raise ModelLoadError(
+            f"{origin}: `tokenizer_class` {tokenizer_class!r} is not one decide can build from "
+            f"vocab.txt (supported: {', '.join(BERT_CLASSES)}); add the checkpoint's "
+            "tokenizer.json"
+        )
+    if tokenizer_class is None and model_type != "bert":
+        raise ModelLoadError(
+            f"{model_dir}: tokenizer.json is missing; vocab.txt is there, but neither "
+            "tokenizer_config.json `tokenizer_class` nor config.json `model_type` "
+            f"({model_type!r}) names BertTokenizer, the one decide builds from vocab.txt; add "
+            "the checkpoint's tokenizer.json"
+        )
+    vocab = _read_bert_vocab(vocab_path)
+    names = {}
+    for key, default in BERT_SPECIALS.items():
+        value = tokenizer_config.get(key, default)
+        text = value.get("content") if isinstance(value, dict) else value
+        if text is not None and not isinstance(text, str):
+            raise ModelLoadError(f"{origin}: `{key}` {value!r} is neither text nor an AddedToken")
+        names[key] = text
+    unk = names["unk_token"]
+    if unk not in vocab:
+        raise ModelLoadError(
+            f"{vocab_path}: the unknown token {unk!r} (`unk_token`) is not in the vocabulary"
+        )
+    lowercase = _bert_option(tokenizer_config, origin, "do_lower_case", True)
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=unk, max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=_bert_option(tokenizer_config, origin, "tokenize_chinese_chars", True),
+        strip_accents=_bert_option(tokenizer_config, origin, "strip_accents", None),
+        lowercase=lowercase,
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    _add_published_tokens(model_dir, tokenizer, tokenizer_config, register_existing=True)
+    # The named special tokens that are in the vocabulary are special at their ids (one the
+    # vocabulary lacks is refused later, if a config names it, by `tokenizer._special_tokens`).
+    specials = [t for t in names.values() if t is not None and t in vocab]
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    cls, sep = names["cls_token"], names["sep_token"]
+    if cls in vocab and sep in vocab:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{cls}:0 $A:0 {sep}:0",
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
+        )
+    case = "lowercased" if lowercase else "cased"
+    return TokenizerFiles(tokenizer, f"vocab.txt (BERT WordPiece, {case})")
+
+
 def _add_published_tokens(
-    model_dir: Path, tokenizer: Tokenizer, tokenizer_config: dict[str, Any]
+    model_dir: Path,
+    tokenizer: Tokenizer,
+    tokenizer_config: dict[str, Any],
+    *,
+    register_existing: bool = False,
 ) -> None:
     """Added tokens at their published ids: `added_tokens_decoder` of tokenizer_config.json (what
-    `transformers` reads first), else `added_tokens.json`, marked special where listed as such."""
+    `transformers` reads first), else `added_tokens.json`, marked special where listed as such.
+    A token the vocabulary already holds at that id is skipped, or, with `register_existing`
+    (BERT, whose vocab.txt holds its special tokens), registered as an added token there."""
     decoder = tokenizer_config.get("added_tokens_decoder")
     origin = model_dir / "tokenizer_config.json"
     entries: list[tuple[int, str, bool]] = []
@@ -144,9 +257,10 @@ def _add_published_tokens(
                     f"{origin}: added token {content!r} has id {token_id}, but vocab.json "
                     f"gives it {existing}"
                 )
-            continue
+            if not register_existing:
+                continue
         expected = tokenizer.get_vocab_size(with_added_tokens=True)
-        if token_id != expected:
+        if existing is None and token_id != expected:
             raise ModelLoadError(
                 f"{origin}: added token {content!r} has id {token_id}, but the next free id "
                 f"after vocab.json and the earlier added tokens is {expected}"
