@@ -55,6 +55,28 @@ def _schema(path: Path) -> pl.Schema:
     except (pl.exceptions.PolarsError, OSError) as exc:
         hint = "; a job spec is passed with --spec" if path.suffix in SPEC_SUFFIXES else ""
         raise SpecError(f"{path}: not a readable parquet file ({exc}){hint}") from exc
+    except pl.exceptions.PanicException as exc:  # polars panics on some Arrow types
+        raise SpecError(
+            f"{path}: polars cannot read its columns ({exc}){_unreadable(path)}"
+        ) from exc
+
+
+def _unreadable(path: Path) -> str:
+    """The columns polars is known to refuse (a time zone written as a fixed offset, `+05:30`,
+    as pandas writes `pd.to_datetime('...+05:30')`), named for the error message."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        fields = pq.read_schema(path)
+    except (pa.ArrowException, OSError):
+        return ""
+    offsets = [f"{f.name} ({f.type})" for f in fields
+               if pa.types.is_timestamp(f.type) and f.type.tz and f.type.tz[0] in "+-"]  # fmt: skip
+    if not offsets:
+        return ""
+    return (f": {', '.join(offsets)} has a time zone written as a fixed offset; write it in UTC "
+            "or a named zone (Asia/Kolkata)")  # fmt: skip
 
 
 def _questions_type_ok(dtype: pl.DataType) -> bool:
@@ -109,11 +131,11 @@ def inspect_inputs(paths: list[Path], columns: InputColumns, need_questions: boo
         )
     roles = {columns.doc_id, columns.document, columns.questions}
     carried = [n for n in first.names() if n not in roles]
-    clash = [n for n in carried if n in OUTPUT_COLUMNS]
+    clash = [n for n in carried if n in OUTPUT_COLUMNS or n in (ROW, FILE)]
     if clash:
         raise SpecError(
             f"{first_path}: input column(s) {', '.join(clash)} would collide with output columns "
-            "of the same name; rename them"
+            "of the same name (or the reader's own row and file columns); rename them"
         )
     return InputPlan(
         files=list(paths),

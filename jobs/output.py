@@ -207,20 +207,18 @@ class OutputDir:
         errors = (
             pl.concat([f.collect() for f in frames], how="vertical_relaxed") if frames else None
         )
+        # `doc_id` keeps the job's id type (a null id fits any): errors join to answers on it.
+        id_type = invalid.schema["doc_id"] if errors is None else errors.schema["doc_id"]
         if invalid.height:
             extra = invalid.select(
-                pl.col("doc_id").cast(pl.String), "error",
+                pl.col("doc_id").cast(id_type), "error",
                 pl.lit(FailureKind.null_doc_id.value).alias("error_kind"),
             )  # fmt: skip
-            errors = (
-                extra
-                if errors is None
-                else pl.concat([errors.with_columns(pl.col("doc_id").cast(pl.String)), extra])
-            )
+            errors = extra if errors is None else pl.concat([errors, extra])
         if errors is None:
             errors = pl.DataFrame(
                 {"doc_id": [], "error": [], "error_kind": []},
-                schema={"doc_id": pl.String, "error": pl.String, "error_kind": pl.String},
+                schema={"doc_id": id_type, "error": pl.String, "error_kind": pl.String},
             )
         atomic_write(self.path / "errors.parquet", parquet_writer(errors))
         return errors.height

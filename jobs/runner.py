@@ -505,7 +505,10 @@ def write_decisions(
         raise
     bar.close()
     if not out.parts():  # nothing to decide: an empty part keeps the output readable and typed
-        out.write_part(_frame([], plan, setup.fields, setup.fingerprints))
+        frame = _frame([], plan, setup.fields, setup.fingerprints)
+        if setup.confidence is not None:  # with the review and raw confidence columns
+            frame = setup.confidence.frame(frame)
+        out.write_part(frame)
     out.write_errors(invalid)
     if setup.confidence is not None and setup.spec.review_below is not None:
         manifest.review = setup.confidence.finish(setup.output)
