@@ -22,6 +22,7 @@ from .spec import InputColumns, SpecError
 
 ROW = "__decide_row"
 FILE = "__decide_file"
+CARRIED = "__decide_carried"  # a row's carried columns: (its chunk's carried frame, its index)
 # Every column decide writes into an answers part (`runner._frame`, and `raw_confidence` /
 # `review` of a calibrated run, `calibrate.ConfidencePlan.frame`): an input column of one of these
 # names is refused rather than overwritten (tests/jobs/test_output_columns.py checks the list).

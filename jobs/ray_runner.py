@@ -27,12 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from decide.engine.loader import load_config
 
 from .decisions import Decision, DecisionEngine
 from .evidence import Evidence
 from .failures import FailureKind
-from .inputs import InputPlan, inspect_inputs, stream
+from .inputs import CARRIED, InputPlan, inspect_inputs, stream
 from .models import resolve_model_path
 from .output import OutputDir
 from .pack import Packer
@@ -110,15 +112,20 @@ class DeciderActor:
         self.rows = RowItems(self.spec, plan, self.engine.book)
         self.plan = plan
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
         from .inputs import FILE, ROW
 
-        rows = batch.to_pylist()
+        carried = self.plan.carried
+        # The carried columns go back as the Arrow columns they came in (the output rows are the
+        # batch's, in its order): never through Python objects.
+        rows = batch.drop_columns(carried).to_pylist()
         for row in rows:  # Ray reads no row numbers: messages name the file and the doc id
             row[FILE] = row.pop("path", "input")
             row[ROW] = None
         decided = {d.doc_id: d for d in self.engine.decide(self.rows.item(r) for r in rows)}
-        out: dict[str, list[Any]] = {name: [] for name in (*OUT_COLUMNS, *self.plan.carried)}
+        out: dict[str, list[Any]] = {name: [] for name in OUT_COLUMNS}
         for row in rows:
             d = decided[row[self.plan.columns.doc_id]]
             out["doc_id"].append(d.doc_id)
@@ -142,12 +149,14 @@ class DeciderActor:
             out["evidence_json"].append(None if evidence is None else json.dumps(evidence))
             withheld = None if not d.withheld else json.dumps(d.withheld, ensure_ascii=False)
             out["withheld_json"].append(withheld)
-            for name in self.plan.carried:
-                out[name].append(d.extra.get(name))
-        return out
+        table = pa.table(out)
+        for name in carried:
+            table = table.append_column(name, batch.column(name))
+        return table
 
 
-def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
+def _decision(row: dict[str, Any], carried: Any = None) -> Decision:
+    """A decision an actor made, its carried columns `carried` ((frame, index), or None)."""
     return Decision(
         doc_id=row["doc_id"],
         status=row["status"],
@@ -160,7 +169,7 @@ def _decision(row: dict[str, Any], carried: list[str]) -> Decision:
         value_tokens=int(row["value_tokens"]),
         truncated=bool(row["truncated"]),
         narrowed=json.loads(row["narrowed_json"]),
-        extra={name: row[name] for name in carried},
+        extra={} if carried is None else {CARRIED: carried},
         kind=None if row["error_kind"] is None else FailureKind(row["error_kind"]),
         partial=bool(row["partial"]),
         errors=None if row["errors_json"] is None else json.loads(row["errors_json"]),
@@ -190,8 +199,9 @@ def _decisions(
     chunks = stream(plan, chunk_rows=10_000)
     for row, error in rows.rows(chunks, setup.committed, setup.found.duplicates):
         if error is not None:
+            extra = {CARRIED: row[CARRIED]} if CARRIED in row else {}
             yield Decision(row[id_col], "error", error=error, kind=FailureKind.duplicate_doc_id,
-                           extra={n: row[n] for n in plan.carried})  # fmt: skip
+                           extra=extra)  # fmt: skip
     skip = set(setup.committed) | set(setup.found.duplicates)
     skip_ref = ray.put(skip)
 
@@ -236,8 +246,9 @@ def _decisions(
         **_restarts(ray),
     )
     for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        for row in batch.to_pylist():
-            yield _decision(row, plan.carried)
+        carried = pl.from_arrow(batch.select(plan.carried)) if plan.carried else None
+        for i, row in enumerate(batch.select(list(OUT_COLUMNS)).to_pylist()):
+            yield _decision(row, None if carried is None else (carried, i))
 
 
 def _array(values: set[Any], dtype: Any):

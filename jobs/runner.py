@@ -41,7 +41,7 @@ from .decisions import Decision, DecisionEngine, Item
 from .derive import DeriveError
 from .evidence import evidence_dtype
 from .failures import FailureKind
-from .inputs import FILE, ROW, InputPlan, inspect_inputs, stream, survey
+from .inputs import CARRIED, FILE, ROW, InputPlan, inspect_inputs, stream, survey
 from .manifest import CalibrationEntry, Counts, InputFile, Manifest, RulesEntry, Throughput
 from .models import resolve_device, resolve_model_path
 from .output import OutputDir
@@ -91,7 +91,13 @@ class RowItems:
         cols = self.plan.columns
         seen_dupes: set[Any] = set()
         for chunk in chunks:
-            for row in chunk.iter_rows(named=True):
+            # Carried columns stay columnar (Python objects would cut nanoseconds and refuse
+            # dates past year 9999): each row holds its chunk's carried frame and its index.
+            carried = chunk.select(self.plan.carried) if self.plan.carried else None
+            plain = chunk.drop(self.plan.carried) if carried is not None else chunk
+            for i, row in enumerate(plain.iter_rows(named=True)):
+                if carried is not None:
+                    row[CARRIED] = (carried, i)
                 doc_id = row[cols.doc_id]
                 if doc_id is None or doc_id in skip:
                     continue
@@ -105,7 +111,7 @@ class RowItems:
 
     def item(self, row: dict[str, Any], error: str | None = None) -> Item:
         cols = self.plan.columns
-        extra = {name: row[name] for name in self.plan.carried}
+        extra = {CARRIED: row[CARRIED]} if CARRIED in row else {}
         if error is not None:
             kind = FailureKind.duplicate_doc_id
             return Item(row[cols.doc_id], None, [], error=error, extra=extra, kind=kind)
@@ -154,7 +160,6 @@ def _frame(
         "evidence": evidence_dtype(list(fields)),
         # answers given absent under `absent_below`: {question: {value, confidence}} as JSON
         "withheld_json": pl.String,
-        **plan.carried_schema,
     }
     rows = []
     for d in decisions:
@@ -185,10 +190,41 @@ def _frame(
                 "withheld_json": None
                 if not d.withheld
                 else json.dumps(d.withheld, ensure_ascii=False),
-                **d.extra,
             }
         )
-    return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None)
+    frame = pl.DataFrame(rows, schema=schema, orient="row" if not rows else None)
+    return frame.hstack(carried_columns(decisions, plan)) if plan.carried else frame
+
+
+def carried_columns(decisions: list[Decision], plan: InputPlan) -> pl.DataFrame:
+    """The input columns carried to the output, for `decisions` in order, gathered from the
+    chunks they were read in (`Decision.extra[CARRIED]`: the chunk's carried frame and the row's
+    index in it), so every value keeps its exact type and precision."""
+    pieces: list[pl.DataFrame] = []
+    source: pl.DataFrame | None = None
+    picked: list[int] = []
+
+    def flush() -> None:
+        if source is not None and picked:
+            pieces.append(source[picked])
+
+    for d in decisions:
+        ref = d.extra.get(CARRIED)
+        if ref is None:  # no input row behind it: nulls
+            flush()
+            source, picked = None, []
+            pieces.append(pl.DataFrame([pl.Series(n, [None], t) for n, t in
+                                        plan.carried_schema.items()]))  # fmt: skip
+            continue
+        frame, index = ref
+        if frame is not source:
+            flush()
+            source, picked = frame, []
+        picked.append(index)
+    flush()
+    if not pieces:
+        return pl.DataFrame([pl.Series(n, [], t) for n, t in plan.carried_schema.items()])
+    return pl.concat(pieces, how="vertical_relaxed")
 
 
 def fit_columns(d: Decision, fields: dict[str, Field], partial_rows: str) -> None:

@@ -117,3 +117,18 @@ def run_interrupted(monkeypatch, after: int, spec, inputs: list[Path], out: Path
         patch.setattr(DecisionEngine, "decide", interrupted)
         with pytest.raises(KeyboardInterrupt):
             runner.run_job(spec, inputs, out, **options)
+
+
+NS = 1_704_164_645_123_456_789  # 2024-01-02 03:04:05.123456789
+YEAR_20000 = 568_971_820_800_000_000  # microseconds after 1970: 20000-01-01
+
+
+def carried(height: int) -> dict[str, pl.Series]:
+    """Input columns to carry that Python objects would change: nanoseconds, a date past
+    year 9999, a nested struct with a list."""
+    return {
+        "stamp": pl.Series([NS + i for i in range(height)]).cast(pl.Datetime("ns")),
+        "far": pl.Series([YEAR_20000] * height).cast(pl.Datetime("us")),
+        "nested": pl.Series([{"a": i, "b": [1.5, None]} for i in range(height)]),
+        "team": pl.Series([f"t{i}" for i in range(height)]),
+    }
