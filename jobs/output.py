@@ -16,6 +16,11 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +91,7 @@ class OutputDir:
         self.manifest_path = path / "manifest.json"
         self.resume = resume
         self.next_part = 0
+        self._lock: int | None = None
         if path.exists() and not path.is_dir():
             raise SpecError(f"{path}: output path exists and is not a directory")
         existing = path.is_dir() and any(
@@ -109,12 +115,36 @@ class OutputDir:
             ) from exc
 
     def create(self) -> None:
-        """Create the directory and `answers/` (the job is about to write)."""
+        """Create the directory and `answers/` (the job is about to write), and hold it."""
         try:
             self.answers.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             where = f"could not create {self.answers}: {exc.strerror}"
             raise OutputError(exc.errno, where) from exc
+        self.lock()
+
+    def lock(self) -> None:
+        """Hold the directory for this job (an exclusive `flock` on it, released by `unlock` or
+        when the process ends, however it ends): a second `decide run` on the same directory (a
+        retry started while the first still runs) would read the same done ids and write the
+        same rows twice. Taken before the done ids are read; no-op where there is no `fcntl`."""
+        if self._lock is not None or fcntl is None or not self.path.is_dir():
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SpecError(
+                f"{self.path}: another decide run is writing to this directory; wait for it to "
+                "finish (or stop it) before resuming"
+            ) from None
+        self._lock = fd
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the lock
+            self._lock = None
 
     def previous_manifest(self) -> Manifest | None:
         if not self.manifest_path.is_file():

@@ -317,13 +317,17 @@ def run_job_ray(
         # Ray's own INFO lines (cluster start, dashboard) are not the job's: warnings only.
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                  logging_level=logging.WARNING)  # fmt: skip
-    setup = prepare(
-        spec, plan, out, output, model_path=model_path, model_type=config.model_type,
-        batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
-        dtype=dtype, engine="ray", force_calibration=force_calibration,
-    )  # fmt: skip
-    rows = RowItems(spec, plan, book)
-    decisions = _decisions(setup, rows, model_path, actors=actors, gpus_per_actor=gpus_per_actor,
-                           batch_size=batch_size, device=device, dtype=dtype)  # fmt: skip
-    return write_decisions(setup, decisions, part_rows=part_rows, part_seconds=part_seconds,
-                           progress=progress)  # fmt: skip
+    try:
+        setup = prepare(
+            spec, plan, out, output, model_path=model_path, model_type=config.model_type,
+            batch_size=batch_size, device=f"{actors} Ray actor(s), {gpus_per_actor} GPU each",
+            dtype=dtype, engine="ray", force_calibration=force_calibration,
+        )  # fmt: skip
+        rows = RowItems(spec, plan, book)
+        decisions = _decisions(setup, rows, model_path, actors=actors,
+                               gpus_per_actor=gpus_per_actor, batch_size=batch_size,
+                               device=device, dtype=dtype)  # fmt: skip
+        return write_decisions(setup, decisions, part_rows=part_rows, part_seconds=part_seconds,
+                               progress=progress)  # fmt: skip
+    finally:
+        out.unlock()

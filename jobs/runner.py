@@ -395,6 +395,7 @@ def prepare(
     """Fingerprints, resume state, id survey and answer typing (nothing written yet)."""
     started = time.monotonic()
     fingerprints = {"model": model_fingerprint(model_path), "spec": spec.fingerprint()}
+    out.lock()  # before the done ids are read: one run at a time writes a directory
     out.check_fingerprints(fingerprints)
     check_resume(out, plan, output)
     prior = out.previous_manifest()
@@ -650,19 +651,22 @@ def run_job(
     check_dtype(out, dtype_name(loaded.dtype), output)
     engine = DecisionEngine.for_spec(loaded, spec, batch_size=batch_size)
     check_questions(spec, engine.book, engine.packer)
-    setup = prepare(
-        spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
-        batch_size=batch_size, device=str(loaded.model.device), dtype=dtype_name(loaded.dtype),
-        force_calibration=force_calibration,
-    )  # fmt: skip
-    rows = RowItems(spec, plan, engine.book)
-    chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))
-    items = (rows.item(row, error) for row, error in rows.rows(chunks, setup.committed,
-                                                              setup.found.duplicates))  # fmt: skip
-    return write_decisions(
-        setup, engine.decide(items), part_rows=part_rows, part_seconds=part_seconds,
-        progress=progress,
-    )  # fmt: skip
+    try:
+        setup = prepare(
+            spec, plan, out, output, model_path=loaded.path, model_type=loaded.config.model_type,
+            batch_size=batch_size, device=str(loaded.model.device),
+            dtype=dtype_name(loaded.dtype), force_calibration=force_calibration,
+        )  # fmt: skip
+        rows = RowItems(spec, plan, engine.book)
+        chunks = stream(plan, chunk_rows=max(256, 8 * batch_size))
+        found = rows.rows(chunks, setup.committed, setup.found.duplicates)
+        items = (rows.item(row, error) for row, error in found)
+        return write_decisions(
+            setup, engine.decide(items), part_rows=part_rows, part_seconds=part_seconds,
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        out.unlock()
 
 
 def dtype_name(dtype: Any) -> str:

@@ -178,3 +178,33 @@ def test_parts_without_a_manifest_are_still_checked_against_the_spec(model, tmp_
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "holds results of another spec" in result.output
     assert _cli(model, tmp_path, out, docs, resume=True).exit_code == 0  # its own spec resumes
+
+
+def test_a_second_run_on_a_directory_being_written_is_refused(model, tmp_path) -> None:
+    """A retry started while the job still runs read the same done ids and wrote the same rows
+    twice: the directory is held (`flock`) from before the done ids are read to the end."""
+    import subprocess
+    import sys
+
+    docs = _ints(tmp_path / "in.parquet", [1, 2, 3])
+    out = tmp_path / "out"
+    assert _cli(model, tmp_path, out, docs).exit_code == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from decide.jobs.output import OutputDir; d = OutputDir(Path(sys.argv[1]), resume=True); "
+         "d.lock(); print('held', flush=True); time.sleep(60)", str(out)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = _files(out)
+        busy = _cli(model, tmp_path, out, docs, resume=True)
+        assert busy.exit_code == 2, busy.output
+        assert "another decide run is writing to this directory" in busy.output
+        assert _files(out) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    again = _cli(model, tmp_path, out, docs, resume=True)  # the lock ends with its process
+    assert again.exit_code == 0, again.output
+    assert _cli(model, tmp_path, out, docs, resume=True).exit_code == 0  # and with each run
