@@ -111,8 +111,14 @@ def _questions(questions: Questions) -> list[Question]:
     if isinstance(questions, JobSpec):
         raise SpecError("questions: got a whole job spec; pass its questions (spec.questions) "
                         "and give its decoding options to Decider(...)")  # fmt: skip
-    if isinstance(questions, str | bytes | Mapping) or not all(
-        isinstance(q, Question | Mapping) for q in questions
+    if not isinstance(questions, str | bytes | Mapping | Sequence) and isinstance(
+        questions, Iterable
+    ):
+        questions = list(questions)  # a generator: read once, here
+    if (
+        isinstance(questions, str | bytes | Mapping)
+        or not isinstance(questions, Sequence)
+        or not all(isinstance(q, Question | Mapping) for q in questions)
     ):
         got = type(questions).__name__
         raise SpecError("questions: expected a list of questions (dicts or Question), a "
@@ -146,6 +152,12 @@ class Decider:
         windows: Mapping[str, Any] | None = None,
         **decoding: Any,
     ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise TypeError(f"Decider: batch_size must be an int of at least 1, got {batch_size!r}")
+        for name, value in (("dates", dates), ("windows", windows)):
+            if value is not None and not isinstance(value, Mapping):
+                raise TypeError(f"Decider: {name} must be a mapping (as the spec's `{name}:`), "
+                                f"got {type(value).__name__}")  # fmt: skip
         self.loaded = load_model(
             resolve_model_path(model), device=resolve_device(device), dtype=dtype
         )
@@ -190,7 +202,9 @@ class Decider:
         questions: Questions,
     ) -> list[Decision]:
         """Decide many documents against the same questions; decisions come back in input
-        order (a mapping's keys become the decisions' `doc_id`, else the position). One string
+        order (a mapping's keys become the decisions' `doc_id`, else the position; with
+        `temperature > 0` each document is sampled with a seed of its `doc_id`, so pass a
+        mapping for samples that do not move with a document's place in a list). One string
         instead of many documents, or a document that is neither a `str` nor `None`, raises
         `TypeError`."""
         if isinstance(documents, str | bytes | bytearray):

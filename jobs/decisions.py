@@ -92,7 +92,7 @@ class Item:
 
 
 def document_seed(seed: int, doc_id: Any) -> int:
-    """A per-document seed that does not depend on batching or input order."""
+    """A per-document seed of its doc id: it does not depend on batching or input order."""
     digest = hashlib.sha256(f"{seed}\0{doc_id!r}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
 

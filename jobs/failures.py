@@ -45,6 +45,11 @@ class DecisionError(RuntimeError):
         self.message = message
         self.decision = decision
 
+    def __reduce__(self) -> tuple:
+        """Pickled whole (a worker of a process pool raising it reached the caller as a
+        `BrokenProcessPool`: unpickling called `DecisionError(message)`)."""
+        return (type(self), (self.kind, self.message, self.decision))
+
 
 # Command-line flags a runner message may name, and what the Python API calls them.
 API_WORDS = (

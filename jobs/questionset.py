@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -227,8 +229,10 @@ class QuestionBook:
         self.rules = rules  # JSON Schema rules, enforced while decoding
         self.checks = list(checks)  # CEL rules (rule, message)
         self.dates = dates or DatePolicy()
-        self._sets: dict[str, QuestionSet] = {}
-        self._compiled: dict[str, CompiledQuestion] = {}
+        # Least recently used first, bounded: a long-lived `Decider` asked ever new question
+        # texts grew without end (600 MB more over 200 calls).
+        self._sets: OrderedDict[str, QuestionSet] = OrderedDict()
+        self._compiled: OrderedDict[str, CompiledQuestion] = OrderedDict()
 
     @classmethod
     def for_spec(
@@ -246,22 +250,26 @@ class QuestionBook:
     def compile(self, question: Question) -> CompiledQuestion:
         """One question (cached by its fingerprint); `QuestionsRefused` at stage `schema`."""
         key = fingerprint([question])
-        if key not in self._compiled:
+        found = self._compiled.get(key)
+        if found is None:
             try:
-                self._compiled[key] = self.compiler.compile(question)
+                found = self.compiler.compile(question)
             except SchemaError as exc:
                 raise QuestionsRefused(Stage.schema, exc, question.id) from exc
-        return self._compiled[key]
+        _keep(self._compiled, key, found, COMPILED_KEPT)
+        return found
 
     def build(self, questions: Sequence[Question | CompiledQuestion]) -> QuestionSet:
         """The compiled set of `questions` (cached by fingerprint). Raises `QuestionsRefused`."""
         key = fingerprint(questions)
-        if key not in self._sets:
+        found = self._sets.get(key)
+        if found is None:
             compiled = tuple(
                 q if isinstance(q, CompiledQuestion) else self.compile(q) for q in questions
             )
-            self._sets[key] = self._assemble(compiled, key)
-        return self._sets[key]
+            found = self._assemble(compiled, key)
+        _keep(self._sets, key, found, SETS_KEPT)
+        return found
 
     def _assemble(self, questions: tuple[CompiledQuestion, ...], key: str) -> QuestionSet:
         triples = [(q.id, q.schema, q.derive) for q in questions]
@@ -301,6 +309,23 @@ class QuestionBook:
         return QuestionSet(
             questions, key, ruleset, self.rules, plan, checks, kinds, self.filler_id, self.dates
         )
+
+
+SETS_KEPT = 256  # question sets a book keeps compiled (per-row jobs reuse a few)
+COMPILED_KEPT = 1024  # compiled questions it keeps
+
+
+def _keep(cache: OrderedDict, key: str, value: Any, limit: int) -> None:
+    """`value` as the most recently used entry of `cache`, the least recently used dropped past
+    `limit`."""
+    with _CACHE_LOCK:  # one `Decider` may be called from several threads
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > limit:
+            cache.popitem(last=False)
+
+
+_CACHE_LOCK = threading.Lock()
 
 
 def row_refusal(exc: QuestionsRefused, origin: str) -> str:

@@ -98,3 +98,55 @@ def test_run_job_refuses_counts_below_one(option: str, value: int, tmp_path: Pat
     with pytest.raises(ValueError, match=rf"run_job: {option} must be at least 1, got {value}"):
         run_job(parse_spec({"questions": QS}, "spec"), [docs], tmp_path / "out", **{option: value})
     assert not (tmp_path / "out").exists()
+
+
+def test_a_decision_error_crosses_a_process_pool(decider: Decider) -> None:
+    """Unpickling called `DecisionError(message)`: one empty document in a worker broke the
+    whole pool (`BrokenProcessPool`)."""
+    import copy
+    import pickle
+
+    with pytest.raises(DecisionError) as info:
+        decider.decide("", QUESTIONS[:1])
+    again = pickle.loads(pickle.dumps(info.value))
+    assert (again.kind, again.message) == (info.value.kind, info.value.message)
+    assert again.decision.doc_id == info.value.decision.doc_id
+    assert copy.deepcopy(info.value).kind is info.value.kind
+
+
+def test_questions_may_be_a_generator_and_none_is_named(decider: Decider) -> None:
+    """A generator was used up by a type check: "at least one question is needed"."""
+    text = "My car was hit in Leeds."
+    from_list = decider.decide(text, QUESTIONS[:2])
+    from_generator = decider.decide(text, (q for q in QUESTIONS[:2]))
+    assert from_generator.answers == from_list.answers
+    for bad in (None, 5):
+        with pytest.raises(SpecError, match="questions: expected a list of questions"):
+            decider.decide(text, bad)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"batch_size": "16"}, "batch_size must be an int"), ({"batch_size": True}, "batch_size"),
+     ({"batch_size": 2.5}, "batch_size"), ({"windows": 5}, "windows must be a mapping"),
+     ({"dates": "day_first"}, "dates must be a mapping")],
+)  # fmt: skip
+def test_decider_options_of_the_wrong_type_are_named(model: Path, options, match) -> None:
+    """They gave raw errors ("'<' not supported", "'int' object is not iterable") after the
+    model was loaded, or at the first decision."""
+    with pytest.raises(TypeError, match=match):
+        Decider(model, **options)
+
+
+def test_a_long_lived_decider_keeps_a_bounded_cache(decider: Decider, monkeypatch) -> None:
+    """Every new question text compiled and kept its set for ever (600 MB over 200 calls)."""
+    from decide.jobs import questionset
+
+    monkeypatch.setattr(questionset, "SETS_KEPT", 3)
+    monkeypatch.setattr(questionset, "COMPILED_KEPT", 4)
+    book = decider.engine.book
+    for i in range(8):
+        question = {"id": "q", "text": f"Does it mention product {i}?",
+                    "schema": {"type": "boolean"}}  # fmt: skip
+        decider.decide("Product 3 broke.", [question])
+        assert len(book._sets) <= 3 and len(book._compiled) <= 4
