@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from decide.engine import load_model
 from decide.jobs import runner
 from decide.jobs.decisions import Decision, DecisionEngine, Item
@@ -187,7 +189,7 @@ class Decider:
         `questions` may also be a Pydantic model class or an object schema: one question per
         property (`questions_from_model`). A document that is neither a `str` nor `None` (a
         null document, which cannot be decided) raises `TypeError`."""
-        _check_document(document, "decide: document")
+        _check_document(None if _missing(document) else document, "decide: document")
         decision = self.decide_many([document], questions)[0]
         if not decision.ok:
             kind = decision.kind or FailureKind.internal_error
@@ -223,6 +225,8 @@ class Decider:
             if isinstance(documents, Mapping)
             else list(enumerate(documents))
         )
+        # A missing text as pandas gives it (NaN, `pd.NA`) is a null document, as None is.
+        pairs = [(key, None if _missing(text) else text) for key, text in pairs]
         for key, text in pairs:
             _check_document(text, f"decide_many: document {key!r}")
         compiled = self._compile(questions)
@@ -235,6 +239,13 @@ class Decider:
             if d.error is not None:
                 d.error = api_message(d.error)
         return decisions
+
+
+def _missing(value: Any) -> bool:
+    """NaN (a float, or numpy's) or pandas' `NA`: how a DataFrame column writes a missing text."""
+    if isinstance(value, float | np.floating):
+        return bool(np.isnan(value))
+    return type(value).__name__ == "NAType"
 
 
 def _check_document(document: Any, what: str) -> None:

@@ -150,3 +150,17 @@ def test_a_long_lived_decider_keeps_a_bounded_cache(decider: Decider, monkeypatc
                     "schema": {"type": "boolean"}}  # fmt: skip
         decider.decide("Product 3 broke.", [question])
         assert len(book._sets) <= 3 and len(book._compiled) <= 4
+
+
+def test_a_missing_text_as_pandas_writes_it_is_a_null_document(decider: Decider) -> None:
+    """NaN (how a pandas column writes a missing text) raised TypeError for the whole batch,
+    while None gave its own error row."""
+    import numpy as np
+
+    missing = [float("nan"), np.float64("nan"), np.float32("nan")]
+    decisions = decider.decide_many(["My car was hit.", *missing, None], QS)
+    assert decisions[0].ok
+    assert [d.kind for d in decisions[1:]] == [decisions[-1].kind] * 4
+    assert not decisions[-1].ok
+    with pytest.raises(DecisionError):
+        decider.decide(float("nan"), QS)
