@@ -196,8 +196,8 @@ Examples:
   decide run s3-mirror/*.parquet -o out/ --spec job.yaml --engine ray --actors 8 --gpus-per-actor 1
 
 \b
-Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configuration error,
-3 aborted (interrupted, output unwritable).
+Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configuration error
+(an output that cannot be created is one), 3 aborted (interrupted, or the output failed mid-run).
 """
 
 
