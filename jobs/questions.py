@@ -116,6 +116,7 @@ def refuse_ruled_extract(ruleset: RuleSet, questions: list[CompiledQuestion]) ->
     for q in questions:
         if q.extract and q.id in ruleset.slot_atoms:
             raise SchemaError(
-                f"/properties/{q.id}", "extract", "rules cannot constrain an extract question "
+                ruleset.mentioned.get(q.id, f"/properties/{q.id}"), "extract",
+                "rules cannot constrain an extract question "
                 "(its answers are spans or numbers of each document)"
             )  # fmt: skip

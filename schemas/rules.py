@@ -161,7 +161,7 @@ class RuleSet:
 
     def _cells(self, qid: str, slot: CompiledSlot) -> list[Cell]:
         atoms = [self.atoms[i] for i in self.slot_atoms.get(qid, [])]
-        pointer = f"/properties/{qid}"
+        pointer = self.mentioned.get(qid, f"/properties/{qid}")  # where a rule first names it
         if slot.values is not None:  # finite: group the values by the atoms they satisfy
             groups: dict[tuple, list[Any]] = {}
             for text in slot.values:
@@ -181,7 +181,7 @@ class RuleSet:
     def _integer_cells(self, qid: str, slot: CompiledSlot, atoms: list[Atom]) -> list[Cell]:
         points: set[int] = set()  # the integers where some atom's truth can change
         for atom in atoms:
-            _check_integer_atom(atom, f"/properties/{qid}")
+            _check_integer_atom(atom, self.mentioned.get(qid, f"/properties/{qid}"))
             for key, value in atom.schema.items():
                 if key == "const":
                     points.update({value, value + 1})

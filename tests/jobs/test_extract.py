@@ -186,7 +186,7 @@ def test_extract_refusals_name_the_question(models, tmp_path) -> None:
     rules = {"if": {"properties": {"town": {"const": "Boston"}}},
              "then": {"properties": {"eligible": {"const": True}}}}  # fmt: skip
     with pytest.raises(
-        SpecError, match=r"rules refused: /properties/town: extract: rules cannot constrain"
+        SpecError, match=r"rules refused: /if/properties/town: extract: rules cannot constrain"
     ):
         run_job(parse_spec({"questions": [town, QUESTIONS[3]], "rules": rules}), [path],
                 tmp_path / "o2", model=models["llada"], progress=False)  # fmt: skip
@@ -198,7 +198,7 @@ def test_extract_refusals_name_the_question(models, tmp_path) -> None:
     run_job(parse_spec({"rules": rules}), [tmp_path / "rows.parquet"], tmp_path / "o3",
             model=models["llada"], progress=False)  # fmt: skip
     error = read_answers(tmp_path / "o3")["error"][0]
-    assert error.startswith("rules: /properties/town: extract: rules cannot constrain")
+    assert error.startswith("rules: /if/properties/town: extract: rules cannot constrain")
     with pytest.raises(SpecError, match=r"questions\.0\.extract"):
         parse_spec({"questions": [{**QUESTIONS[0], "extract": "sometimes"}]})
 

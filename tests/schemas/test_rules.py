@@ -48,11 +48,11 @@ def _compiled(engine):
     [
         ({"if": {"properties": {"ok": {"not": {"const": True}}}}}, "/if/properties/ok/not"),
         ({"if": {"properties": {"name": {"const": "x"}}}, "then": {"properties": {"ok": {"const": True}}}},
-         "/properties/name"),
+         "/if/properties/name"),  # where the rule names it (it was the bare /properties/name)
         ({"if": {"properties": {"n": {"minimum": "1"}}}}, "/if/properties/n/minimum"),
         ({"then": {"properties": {"ok": {"const": True}}}}, "#"),
         ({"anyOf": [{"properties": {"ok": {"const": True}}}]}, "/anyOf"),
-        ({"if": {"properties": {"n": {"const": "seven"}}}}, "/properties/n"),
+        ({"if": {"properties": {"n": {"const": "seven"}}}}, "/if/properties/n"),
     ],
 )  # fmt: skip
 def test_unenforceable_rules_are_refused_with_a_pointer(loaded, rules, pointer) -> None:
