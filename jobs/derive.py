@@ -333,15 +333,17 @@ def _from_cel(value: Any) -> Any:
         raise value
     if value is None:
         return None
-    if isinstance(value, celtypes.BoolType):
+    # celpy gives `+ - *` of doubles and `+` of strings as plain `float` and `str` (its
+    # DoubleType/StringType operators return Python values): those are answers too.
+    if isinstance(value, celtypes.BoolType | bool):
         return bool(value)
-    if isinstance(value, celtypes.IntType | celtypes.UintType):
-        return int(value)
-    if isinstance(value, celtypes.DoubleType):
+    if isinstance(value, celtypes.DoubleType | float):
         if not math.isfinite(float(value)):
             raise ValueError(f"the result {float(value)} is not a finite number")
         return float(value)
-    if isinstance(value, celtypes.StringType):
+    if isinstance(value, celtypes.IntType | celtypes.UintType | int):
+        return int(value)
+    if isinstance(value, celtypes.StringType | str):
         return str(value)
     raise TypeError(f"a result of type {type(value).__name__} is not an answer")
 

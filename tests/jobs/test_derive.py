@@ -115,6 +115,28 @@ def test_a_number_answer_that_is_a_whole_number_is_still_a_double() -> None:
     assert checks.violated({"total": 2_000_000})[1] == "too large"
 
 
+def test_double_arithmetic_and_string_concatenation_give_answers() -> None:
+    """celpy gives `+ - *` of doubles and `+` of strings as plain Python values, which were
+    refused ("a result of type float is not an answer"): every row lost those answers, and a
+    rule over them never ran. Only a result ending in `/` got through."""
+    questions = [("amount", {"type": "integer"}, None), ("limit", {"type": "integer"}, None),
+                 ("name", {"type": "string"}, None), ("rate", {"type": "number"}, None),
+                 ("excess", {"type": "number"}, "double(amount) - double(limit)"),
+                 ("total", {"type": "number"}, "rate + rate"),
+                 ("fee", {"type": "number"}, "double(amount) * rate"),
+                 ("label", {"type": "string"}, "name + ' (' + string(amount) + ')'"),
+                 ("ratio", {"type": "number"}, "double(amount) / double(limit)")]  # fmt: skip
+    answers = {"amount": 5, "limit": 4, "name": "ann", "rate": 0.25}
+    values, _, errors = plan_derived(questions).evaluate(answers, dict.fromkeys(answers, 1.0))
+    assert errors == {}
+    assert values == {"excess": 1.0, "total": 0.5, "fee": 1.25, "label": "ann (5)",
+                      "ratio": 1.25}  # fmt: skip
+    assert all(type(v) in (float, str) for v in values.values())
+    checks = plan_checks([("excess <= 2.0 && label != ''", "m")],
+                         [(q, s_, d) for q, s_, d in questions])  # fmt: skip
+    assert checks.violated({**answers, **values}) is None
+
+
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 24, seed=7)
     spec = parse_spec({"questions": [*ASKED, *DERIVED]})
