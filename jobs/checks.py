@@ -36,6 +36,7 @@ from .derive import (
     _Checker,
     _idents,
     cel_inputs,
+    check_depth,
     number_inputs,
     schema_type,
 )
@@ -121,10 +122,12 @@ def _holds(check: Check, values: Mapping[str, Any]) -> bool:
 
 def _parse(env: celpy.Environment, rule: str, where: str) -> Any:
     try:
-        return env.compile(rule)
+        tree = env.compile(rule)
     except celpy.CELParseError as exc:
         detail = " ".join(str(exc).split())
         raise DeriveError(where, f"cannot parse {rule!r}: {detail}") from exc
+    check_depth(tree, where, "the rule")
+    return tree
 
 
 def rule_ids(rules: Sequence[tuple[str, str]]) -> dict[str, str]:

@@ -232,6 +232,23 @@ class _Checker:
         raise AssertionError  # unreachable
 
 
+MAX_DEPTH = 200  # parse-tree levels; celpy's evaluator recurses per level (about 95 terms of `+`)
+
+
+def check_depth(tree: Any, where: str, what: str) -> None:
+    """Refuse an expression nested deeper than `MAX_DEPTH` (a sum of hundreds of terms): it
+    passed `validate`, then celpy's recursive evaluator failed every row (RecursionError)."""
+    stack, deepest = [(tree, 1)], 0
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, lark.Tree):
+            stack.extend((child, depth + 1) for child in node.children)
+    if deepest > MAX_DEPTH:
+        raise DeriveError(where, f"{what} nests {deepest} levels deep, more than {MAX_DEPTH}: "
+                          "split it into derived questions")  # fmt: skip
+
+
 def _idents(tree: Any) -> set[str]:
     """The variable names an expression reads (function names excluded)."""
     if isinstance(tree, lark.Token):
@@ -366,6 +383,7 @@ def plan_derived(questions: Sequence[tuple[str, Any, str | None]]) -> DerivePlan
             raise DeriveError(
                 where, f"question {qid!r}: cannot parse {derive!r}: {detail}"
             ) from exc
+        check_depth(tree, where, f"question {qid!r}: its derive expression")
         names = _idents(tree)
         for name in sorted(names):
             if name not in index:

@@ -137,6 +137,26 @@ def test_double_arithmetic_and_string_concatenation_give_answers() -> None:
     assert checks.violated({**answers, **values}) is None
 
 
+def test_expressions_nested_too_deep_are_refused_at_load() -> None:
+    """A sum of 300 terms passed `validate`, then celpy's recursive evaluator failed every row
+    (RecursionError: `internal_error`, or the whole job aborted for an enforced rule)."""
+    amount = {"id": "amount", "text": "A?", "schema": {"type": "integer", "minimum": 0,
+                                                       "maximum": 10}}  # fmt: skip
+    long_sum = " + ".join(["amount"] * 300)
+    derived = {"id": "x", "text": "X?", "schema": {"type": "integer"}, "derive": long_sum}
+    with pytest.raises(SpecError, match=r"/questions/1/derive: question 'x': its derive "
+                       r"expression nests \d+ levels deep, more than 200"):  # fmt: skip
+        parse_spec({"questions": [amount, derived]})
+    with pytest.raises(SpecError, match=r"/rules/0/rule: the rule nests \d+ levels deep"):
+        parse_spec({"questions": [amount],
+                    "rules": [{"rule": f"{long_sum} > 3", "message": "m"}]})  # fmt: skip
+    sixty = {**derived, "derive": " + ".join(["amount"] * 60)}
+    values, _, errors = plan_derived(
+        [("amount", amount["schema"], None), ("x", {"type": "integer"}, sixty["derive"])]
+    ).evaluate({"amount": 2}, {"amount": 1.0})
+    assert values == {"x": 120} and errors == {}
+
+
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 24, seed=7)
     spec = parse_spec({"questions": [*ASKED, *DERIVED]})
