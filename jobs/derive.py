@@ -220,8 +220,12 @@ class _Checker:
             arg = types[0].base
             if name == "size" and (arg == "string" or arg.startswith("list(")):
                 return CelType("int")
-            convertible = (*NUMERIC, "string", "bool") if name == "string" else (*NUMERIC, "string")
-            if name != "size" and arg in convertible:
+            if name == "string" and arg == "bool":
+                # celpy writes "True"/"False" where CEL writes "true"/"false": a rule comparing
+                # with 'true' would never hold
+                self.fail("string(bool) is not CEL's here (celpy gives 'True'); write "
+                          "`x ? 'true' : 'false'`")  # fmt: skip
+            if name != "size" and arg in (*NUMERIC, "string"):
                 return CelType(FUNCTIONS[name] or "int")
         if target is not None and target.base == "string" and name in METHODS:
             wanted = 0 if name == "size" else 1

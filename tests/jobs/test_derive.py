@@ -157,6 +157,21 @@ def test_expressions_nested_too_deep_are_refused_at_load() -> None:
     assert values == {"x": 120} and errors == {}
 
 
+def test_string_of_a_bool_is_refused_with_the_way_to_write_it() -> None:
+    """celpy's string(true) is "True" where CEL's is "true": a rule `string(ok) == 'true'`
+    never held."""
+    questions = [
+        {"id": "ok", "text": "OK?", "schema": {"type": "boolean"}},
+        {"id": "s", "text": "S", "schema": {"type": "string"}, "derive": "string(ok)"},
+    ]
+    with pytest.raises(SpecError, match=r"/questions/1/derive: .*string\(bool\).*x \? 'true'"):
+        parse_spec({"questions": questions})
+    ternary = {**questions[1], "derive": "ok ? 'true' : 'false'"}
+    plan = plan_derived([("ok", {"type": "boolean"}, None), ("s", {"type": "string"},
+                                                              ternary["derive"])])  # fmt: skip
+    assert plan.evaluate({"ok": True}, {"ok": 1.0})[0] == {"s": "true"}
+
+
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 24, seed=7)
     spec = parse_spec({"questions": [*ASKED, *DERIVED]})
