@@ -276,6 +276,7 @@ class Derived:
     nullable: bool  # its schema admits null
     result: CelType
     doubles: frozenset[str] = frozenset()  # inputs typed number: a whole value is still a double
+    validator: Any = None  # of its own schema: a value it refuses fails this answer, not the row
 
 
 class DerivePlan:
@@ -314,9 +315,29 @@ class DerivePlan:
                 continue
             if d.result.base == "double" and isinstance(value, int):
                 value = float(value)
+            refused = _refusal(d.validator, value)
+            if refused is not None:  # outside its own schema: this answer fails, not the row
+                errors[d.id] = f"derive {d.expression!r} gave {value!r}: {refused}"
+                continue
             values[d.id] = known[d.id] = value
             conf[d.id] = math.prod(confidence.get(i, 1.0) for i in d.asked)
         return values, conf, errors
+
+
+def _validator(schema: Any) -> Any:
+    """The validator the decision object is judged with (`decide.schemas.drafts.Validator`: its
+    own `multipleOf` on decimals as written), over the schema normalised to 2020-12."""
+    from decide.schemas.drafts import Validator, normalize
+
+    return Validator(normalize(schema).schema, format_checker=Validator.FORMAT_CHECKER)
+
+
+def _refusal(validator: Any, value: Any) -> str | None:
+    """Why the derived question's schema refuses `value` (its first error), or None."""
+    if validator is None:
+        return None
+    error = next(iter(validator.iter_errors(value)), None)
+    return None if error is None else error.message
 
 
 def _cel_message(exc: BaseException) -> str:
@@ -442,7 +463,8 @@ def plan_derived(questions: Sequence[tuple[str, Any, str | None]]) -> DerivePlan
         asked_of[qid] = tuple(asked)
         program = env.program(tree)
         plans.append(Derived(qid, derive, program, tuple(sorted(names)), tuple(asked),
-                             own.nullable, own, number_inputs(env_types)))  # fmt: skip
+                             own.nullable, own, number_inputs(env_types),
+                             _validator(schemas[qid])))  # fmt: skip
     return DerivePlan(plans)
 
 

@@ -172,6 +172,20 @@ def test_string_of_a_bool_is_refused_with_the_way_to_write_it() -> None:
     assert plan.evaluate({"ok": True}, {"ok": 1.0})[0] == {"s": "true"}
 
 
+def test_a_derived_value_outside_its_own_schema_fails_that_answer_only() -> None:
+    """333.33… against `multipleOf: 0.01` failed the whole row (`answer_invalid`, every decoded
+    answer lost, and the report counted a rule violation in a job without rules)."""
+    plan = plan_derived([("a", {"type": "number"}, None),
+                         ("third", {"type": "number", "multipleOf": 0.01}, "a / 3.0"),
+                         ("rest", {"type": "number", "minimum": 0}, "a - 10.0")])  # fmt: skip
+    values, _, errors = plan.evaluate({"a": 1000.0}, {"a": 1.0})
+    assert values == {"rest": 990.0}
+    assert errors == {"third": "derive 'a / 3.0' gave 333.3333333333333: 333.3333333333333 is "
+                               "not a multiple of 0.01"}  # fmt: skip
+    values, _, errors = plan.evaluate({"a": 59.97}, {"a": 1.0})  # 19.99: decimals as written
+    assert values == {"third": 19.99, "rest": 49.97} and errors == {}
+
+
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 24, seed=7)
     spec = parse_spec({"questions": [*ASKED, *DERIVED]})
