@@ -57,9 +57,18 @@ def schema_type(schema: Any) -> CelType | None:
     if "const" in schema or "enum" in schema:
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
         kinds = {_value_type(v) for v in values if v is not None}
+        nullable = null_branch or None in values
+        # `type: number` (or whole and decimal values mixed) reads every value as a double:
+        # `{type: number, enum: [1, 2, 3]}` halves to 0.5, not 0
+        if (
+            kinds
+            and kinds <= {"int", "double"}
+            and ("double" in kinds or schema.get("type") == "number")
+        ):
+            return CelType("double", nullable)
         if len(kinds) != 1 or None in kinds:
             return None
-        return CelType(kinds.pop(), null_branch or None in values)
+        return CelType(kinds.pop(), nullable)
     declared = schema.get("type")
     names = [declared] if isinstance(declared, str) else declared
     if not isinstance(names, list):

@@ -186,6 +186,20 @@ def test_a_derived_value_outside_its_own_schema_fails_that_answer_only() -> None
     assert values == {"third": 19.99, "rest": 49.97} and errors == {}
 
 
+def test_a_number_enum_is_read_as_doubles() -> None:
+    """`{type: number, enum: [1, 2, 3]}` was typed int from its values (so `x / 2` gave 0 for 1)
+    and `{type: number, enum: [0, 0.5, 1]}` had "no CEL type"."""
+    plan = plan_derived([("x", {"type": "number", "enum": [1, 2, 3]}, None),
+                         ("half", {"type": "number"}, "x / 2.0"),
+                         ("y", {"type": "number", "enum": [0, 0.5, 1]}, None),
+                         ("big", {"type": "boolean"}, "y > 0.25 && x > 1.5")])  # fmt: skip
+    values, _, errors = plan.evaluate({"x": 1, "y": 0.5}, {"x": 1.0, "y": 1.0})
+    assert values == {"half": 0.5, "big": False} and errors == {}
+    integer = plan_derived([("n", {"type": "integer", "enum": [1, 2, 3]}, None),
+                            ("m", {"type": "integer"}, "n / 2")])  # fmt: skip
+    assert integer.evaluate({"n": 3}, {"n": 1.0})[0] == {"m": 1}  # integers stay integers
+
+
 def test_derived_answers_are_computed_not_asked(model, tmp_path) -> None:
     path = write_docs(tmp_path / "in.parquet", 24, seed=7)
     spec = parse_spec({"questions": [*ASKED, *DERIVED]})
