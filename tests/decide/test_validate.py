@@ -57,7 +57,7 @@ def test_validate_refuses_rules_over_an_extract_question(tiny_checkpoint, tmp_pa
     model = str(tiny_checkpoint("sdar"))
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "spec.json"), "--model", model])
     assert result.exit_code == 2
-    assert "rules refused: /properties/town: extract: rules cannot constrain" in result.output
+    assert "rules refused: /if/properties/town: extract: rules cannot constrain" in result.output
 
 
 def test_validate_says_how_long_documents_are_read(tiny_checkpoint, tmp_path) -> None:
