@@ -176,12 +176,25 @@ class Decider:
             "Decider options",
         )
         self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
+        self._spec = spec
+        self._fitting: set[str] = set()  # question sets found to fit the model
 
     def _compile(self, questions: Questions) -> QuestionSet:
+        asked = _questions(questions)
         try:
-            return self.engine.questions(_questions(questions))
+            qset = self.engine.questions(asked)
         except QuestionsRefused as exc:
             raise SpecError(spec_refusal(exc)) from exc
+        if qset.fingerprint not in self._fitting:
+            # Questions that fit no document are a usage error, as `decide run` makes them,
+            # not one `questions_do_not_fit` error decision per document.
+            try:
+                runner.check_questions(self._spec.model_copy(update={"questions": asked}),
+                                       self.engine.book, self.engine.packer)  # fmt: skip
+            except SpecError as exc:
+                raise SpecError(api_message(str(exc))) from exc
+            self._fitting.add(qset.fingerprint)
+        return qset
 
     def decide(self, document: str, questions: Questions) -> Decision:
         """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when

@@ -58,6 +58,7 @@ API_WORDS = (
     ("--resume", "resume=True"),
     ("--force-calibration", "force_calibration=True"),
     ("--calibration and --review-below", "calibration and review_below in the spec"),
+    ("the spec's ", "the "),  # the API has questions, not a spec
 )
 
 

@@ -164,3 +164,13 @@ def test_a_missing_text_as_pandas_writes_it_is_a_null_document(decider: Decider)
     assert not decisions[-1].ok
     with pytest.raises(DecisionError):
         decider.decide(float("nan"), QS)
+
+
+def test_questions_that_fit_no_document_are_a_usage_error(decider: Decider) -> None:
+    """Each document came back as its own `questions_do_not_fit` error, as if the documents
+    were at fault; `decide run` refuses such questions up front."""
+    too_many = [{"id": f"q{i}", "text": f"Is statement number {i} about the claim true? " * 20,
+                 "schema": {"type": "string", "maxLength": 30}} for i in range(16)]  # fmt: skip
+    with pytest.raises(SpecError, match="the 16 questions do not fit the model, whatever"):
+        decider.decide_many(["a car", "a boat"], too_many)
+    assert decider.decide_many(["a car"], QS)[0].ok

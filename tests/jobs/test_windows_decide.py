@@ -312,7 +312,12 @@ def test_long_documents_error_and_truncate_stay_available(bert) -> None:
 def test_no_window_fits_when_the_questions_fill_the_context(decider) -> None:
     wordy = [{"id": f"q{i}", "text": "Is it true that " + "very " * 60 + "late?",
               "schema": {"type": "boolean"}} for i in range(8)]  # fmt: skip
-    decision = decider.decide_many([long_text(300)], wordy)[0]
+    # The API refuses them up front, as `decide run` does ...
+    with pytest.raises(SpecError, match="no window of the document fits"):
+        decider.decide_many([long_text(300)], wordy)
+    # ... and per-row questions, which reach the engine, fail their row with the same reason.
+    qset = decider.engine.questions([Question.model_validate(q) for q in wordy])
+    [decision] = decider.engine.decide([Item("d", long_text(300), qset)])
     assert decision.kind is FailureKind.questions_do_not_fit
     assert "no window of the document fits" in decision.error
 
