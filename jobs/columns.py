@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from decide.schemas.nullable import ANNOTATIONS, deref, only_null
+from decide.schemas.shapes import looks_like_pydantic_decimal
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,6 @@ def answer_field(schema: Any, root: Any = None, expanding: frozenset[str] = froz
 
 
 def _decimal_string(schema: Any) -> bool:
-    from decide.schemas.shapes import looks_like_pydantic_decimal
-
     return (
         isinstance(schema, dict)
         and schema.get("type") == "string"

@@ -16,11 +16,6 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: no lock
-    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +24,11 @@ import polars as pl
 
 from . import parquet
 from .failures import FailureKind
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock (`OutputDir.lock`)
+    fcntl = None  # type: ignore[assignment]
 from .manifest import Manifest
 from .spec import SpecError
 

@@ -311,6 +311,7 @@ class QuestionBook:
         )
 
 
+_CACHE_LOCK = threading.Lock()  # one `Decider` may be called from several threads
 SETS_KEPT = 256  # question sets a book keeps compiled (per-row jobs reuse a few)
 COMPILED_KEPT = 1024  # compiled questions it keeps
 
@@ -318,14 +319,11 @@ COMPILED_KEPT = 1024  # compiled questions it keeps
 def _keep(cache: OrderedDict, key: str, value: Any, limit: int) -> None:
     """`value` as the most recently used entry of `cache`, the least recently used dropped past
     `limit`."""
-    with _CACHE_LOCK:  # one `Decider` may be called from several threads
+    with _CACHE_LOCK:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > limit:
             cache.popitem(last=False)
-
-
-_CACHE_LOCK = threading.Lock()
 
 
 def row_refusal(exc: QuestionsRefused, origin: str) -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-import os
 import random
 import shutil
 import time
@@ -53,6 +52,7 @@ from decide.engine.checkpoint import INDEX_NAME
 from decide.engine.families import family_for
 from decide.engine.loader import METADATA_FILES
 from decide.engine.resolution import cpu_bf16_is_fast
+from decide.jobs.output import atomic_write
 from decide.jobs.progress import Progress
 from decide.jobs.spec import SpecError
 
@@ -324,22 +324,8 @@ def _record(step: int, window: Sequence[float], started: float) -> dict[str, flo
     }
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` to a temporary file beside `path`, then rename it into place: `path` holds
-    its old content or the new one, never a part (a signal or a crash in between)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, value: Any, indent: int | None = 2) -> None:
-    _write_atomic(path, lambda tmp: tmp.write_text(json.dumps(value, indent=indent)))
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(value, indent=indent)))
 
 
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history: list) -> None:
@@ -353,7 +339,7 @@ def _save_state(out: Path, optimizer: torch.optim.Optimizer, step: int, history:
             else:
                 entry[key] = float(value)
         meta["params"][str(pid)] = entry
-    _write_atomic(
+    atomic_write(
         out / STATE_WEIGHTS,
         lambda tmp: save_file(tensors, str(tmp), metadata={STEP_KEY: str(step)}),
     )
@@ -417,14 +403,14 @@ def save_checkpoint(
     }
     out.mkdir(parents=True, exist_ok=True)
     metadata = {"format": "pt"} | ({} if step is None else {STEP_KEY: str(step)})
-    _write_atomic(
+    atomic_write(
         out / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata=metadata)
     )
     # Every metadata file a checkpoint may spell its tokenizer and special tokens in (a Dream
     # fine-tune needs vocab.json + merges.txt, generation_config.json's end-of-turn ids, ...).
     for name in METADATA_FILES:
         if (source / name).is_file() and source.resolve() != out.resolve():
-            _write_atomic(out / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
+            atomic_write(out / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
 
 
 def _carry_files(init: Path, out: Path) -> None:
@@ -439,7 +425,7 @@ def _carry_files(init: Path, out: Path) -> None:
             and name not in (INDEX_NAME, *METADATA_FILES)
             and not name.startswith(("train_", "."))
         ):
-            _write_atomic(out / name, lambda tmp, item=item: shutil.copyfile(item, tmp))
+            atomic_write(out / name, lambda tmp, item=item: shutil.copyfile(item, tmp))
 
 
 def run_record(config: TrainConfig, about: dict[str, Any] | None = None) -> dict[str, Any]:
