@@ -485,9 +485,11 @@ def validate(spec_path: Path, model: Path | None, strict: bool) -> None:
             click.echo(
                 "rules and longer documents: the rules link "
                 + "; ".join(", ".join(ids) for ids in split)
-                + f", more questions than a window's block holds ({size}): windows bind the "
-                "rules over each block's part only, and check them on the combined answers (a "
-                "row breaking them takes other answers its windows gave, else fails)"
+                + f", more questions than a window's block holds ({size}): windows decide them "
+                "block by block under the rules, each block keeping to the answers kept for the "
+                "blocks before it (a later block cannot change those), and the combined answers "
+                "are checked again (a row breaking them takes other answers its windows gave, "
+                "else fails)"
             )
 
 

@@ -21,11 +21,16 @@ document, do not fit the model's context):
 3. **Combination**, per question (`jobs.windows.combine`): with an absent value (`absent:`, or
    null where the schema admits it) an absent window answer loses to a non-absent one of
    confidence ≥ `windows.confident`; otherwise the most confident answer wins.
-4. **Rules: combine, then enforce.** JSON Schema rules are not bound while windows are decoded
-   (a window holds one block of questions); the combined object is validated with the whole
-   decision schema, rules and CEL rules (`DecisionEngine.conclude`). If it fails a rule, the
-   choices of one value per question are tried best first (`jobs.windows.combinations`, at most
-   `ENFORCE_TRIES`); the first that passes is kept, else the row fails as it would whole.
+4. **Rules.** The questions the rules link share a block where they fit one
+   (`WindowPlanner.groups`), and every window decodes its block under the rules: ruled
+   questions of earlier blocks hold the answers kept for them, those of later blocks are left
+   free (any value the rules allow). Windows answer independently, so after each block the
+   answers kept for the ruled questions are the choice the rules allow that gives up the least
+   confidence (`RuleSet.cheapest`, exact over the rules' cases; `_rule_first`). The combined
+   object is validated with the whole decision schema, rules and CEL rules
+   (`DecisionEngine.conclude`). If it fails, the choices of one value per question are tried
+   best first (`jobs.windows.combinations`, at most `ENFORCE_TRIES`); the first that passes is
+   kept, else the row fails as it would whole.
 5. **Evidence** (`jobs.evidence`): per answer, the offsets of the window it was kept from and,
    for extract answers, of the span in the original document; `Decision.windows` is the number
    of windows the document was cut into (the most over its blocks).
@@ -174,6 +179,19 @@ class LongDocuments:
                     if kept is not None:
                         d.kept[q.id] = kept
                         d.missing.pop(q.id, None)
+                if d.qset.ruleset is not None:  # the kept answers jointly, as the rules allow
+                    for qid, values in self._ranked(d).items():
+                        d.kept[qid] = values[0]
+
+    def _ranked(self, d: _Doc) -> dict[str, list[Candidate]]:
+        """The distinct answers of each kept question, best first (`windows.ranked`), the ruled
+        ones led by the cheapest choice the rules allow (`_rule_first`)."""
+        by_question = {q.id: q for q in d.qset.asked}
+        values = {
+            qid: ranked(d.candidates[qid], absent_of(by_question[qid]), self.settings.confident)
+            for qid in d.kept
+        }
+        return _rule_first(d.qset.ruleset, values)
 
     @staticmethod
     def _runner_up(
@@ -221,17 +239,23 @@ class LongDocuments:
         todo = list(questions)
         constraints = None
         # The rules are bound in every window: the questions they link share a block where
-        # they fit one (`WindowPlanner.groups`); ruled questions of other blocks are left free
-        # (any value the rules allow), and the combined answers are checked again.
+        # they fit one (`WindowPlanner.groups`); ruled questions of earlier blocks hold the
+        # answers kept for them, those of later blocks are left free (any value the rules
+        # allow), and the combined answers are checked again.
         ruleset = d.qset.ruleset
         here = {q.id for q in todo}
         elsewhere = [] if ruleset is None else [
             q for q in d.qset.asked if q.id in ruleset.cells and q.id not in here
         ]  # fmt: skip
+        fixed = {q.id: d.kept[q.id].value for q in elsewhere if q.id in d.kept}
         while ruleset is not None or any(q.extract for q in todo):
             try:
                 constraints = d.qset.constraints(
-                    todo, (text,), first=self.packer.grow_slots, elsewhere=elsewhere
+                    todo,
+                    (text,),
+                    first=self.packer.grow_slots,
+                    elsewhere=elsewhere,
+                    fixed=fixed,
                 )
                 break
             except MissingSpan as exc:  # no span here: this window cannot answer it
@@ -283,11 +307,7 @@ class LongDocuments:
             decision.kind = FailureKind.no_span
             decision.error = "; ".join(missing.values()) or "no window could be decided"
             return decision
-        by_question = {q.id: q for q in d.qset.asked}
-        values = {
-            qid: ranked(d.candidates[qid], absent_of(by_question[qid]), self.settings.confident)
-            for qid in d.kept
-        }
+        values = self._ranked(d)
         first: Decision | None = None
         for choice in combinations(values, ENFORCE_TRIES):
             answers = {qid: c.value for qid, c in choice.items()}
@@ -314,3 +334,40 @@ class LongDocuments:
                 for qid, c in choice.items()
             }  # fmt: skip
         return decision
+
+
+def _rule_first(ruleset: Any, values: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
+    """`values` (each question's distinct answers, best first) with each ruled question's list
+    led by its answer in the cheapest choice the rules allow (`RuleSet.cheapest`): an answer
+    gives up -log of its confidence, the first at least cost. Ruled questions not in `values`
+    are free. Unchanged when there are no rules, when some answer falls in no case of the rules
+    (its combination is judged whole afterwards), or when no choice satisfies them."""
+    if ruleset is None:
+        return values
+    costs: dict[str, list[float]] = {}
+    picks: dict[str, list[int]] = {}
+    for qid in ruleset.cells:
+        answers = values.get(qid)
+        if not answers:
+            continue
+        cells = len(ruleset.cells[qid])
+        costs[qid], picks[qid] = [np.inf] * cells, [-1] * cells
+        spent = [-np.log(max(c.confidence, 1e-300)) for c in answers]
+        least = min(spent)
+        for i, answer in enumerate(answers):
+            holding = ruleset.holding(qid, answer.value)
+            if not any(holding):
+                return values
+            cell = holding.index(True)
+            cost = least if i == 0 else max(spent[i], least + 1e-9 * i)
+            if cost < costs[qid][cell]:
+                costs[qid][cell], picks[qid][cell] = cost, i
+    chosen = ruleset.cheapest(costs)
+    if chosen is None:
+        return values
+    out = dict(values)
+    for qid, cell in chosen.items():
+        if qid in picks:
+            i = picks[qid][cell]
+            out[qid] = [values[qid][i], *values[qid][:i], *values[qid][i + 1 :]]
+    return out

@@ -159,13 +159,15 @@ class QuestionSet:
         bind_rules: bool = True,
         first: bool = False,
         elsewhere: Sequence[CompiledQuestion] = (),
+        fixed: dict[str, Any] | None = None,
     ) -> list:
         """One document's slot constraints, one per question of `todo` (asked questions, in
         order): bound to the rules where they mention the question (unless `bind_rules` is
         false; `elsewhere`: the ruled questions decoded in another request, a window's other
-        blocks, `jobs.longdocs`), laid out short where `first` (`CompiledSlot.first_length`,
-        for slots not bound to rules), a `SpanSlot` over the spans,
-        numbers or dates of the `parts` of the document the prompt keeps for an extract question.
+        blocks, `jobs.longdocs`; `fixed`: the values of those already decided), laid out
+        short where `first` (`CompiledSlot.first_length`, for slots not bound to rules), a
+        `SpanSlot` over the spans, numbers or dates of the `parts` of the document the prompt
+        keeps for an extract question.
         Raises `SchemaError` for rules no answer can satisfy, `MissingSpan` (with the question
         id) for an extract question whose document offers nothing to copy."""
         out: list[Any]
@@ -174,6 +176,7 @@ class QuestionSet:
                 [(q.id, q.slot) for q in todo],
                 self.filler_id,
                 [(q.id, q.slot) for q in elsewhere],
+                fixed,
             )
         else:
             out = [q.slot.new_constraint(self.filler_id, first=first) for q in todo]

@@ -97,6 +97,7 @@ class RuleSet:
             self.valued.update(rule.questions)
         ruled = sorted(set(self.slot_atoms) | self.valued)
         self.cells = {qid: self._cells(qid, compiled[qid]) for qid in ruled}
+        self.finite = {qid for qid in ruled if compiled[qid].values is not None}
         for rule in value_rules:
             self.rules.append(Rule(rule.pointer, self._table(rule), set(rule.questions)))
         self.components = self._components()
@@ -178,6 +179,40 @@ class RuleSet:
             )  # fmt: skip
         return self._integer_cells(qid, slot, atoms)
 
+    def holding(self, qid: str, value: Any) -> list[bool]:
+        """Which of question `qid`'s cells hold `value` (none, for a value outside them all:
+        a null where the cells are integer ranges)."""
+        atoms = [self.atoms[i] for i in self.slot_atoms.get(qid, [])]
+        truth = tuple(a.holds(value) for a in atoms)
+        cells = self.cells[qid]
+        if qid in self.finite:  # the cell lists its values
+            return [c.truth == truth and any(_same(json.loads(t), value) for t in c.slot.values)
+                    for c in cells]  # fmt: skip
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return [whole and c.truth == truth for c in cells]
+
+    def cheapest(self, costs: dict[str, Sequence[float]]) -> dict[str, int] | None:
+        """The choice of one cell per ruled question that satisfies every rule at the least
+        total cost, or None when no choice does. `costs[q][c]`: what choosing cell c of
+        question q gives up (inf: q has no answer there); a question `costs` lacks is free,
+        every cell at no cost."""
+        out: dict[str, int] = {}
+        for order, tables in self.components:
+            joint = np.zeros([len(self.cells[q]) for q in order])
+            for axis, q in enumerate(order):
+                cost = np.asarray(costs.get(q, np.zeros(len(self.cells[q]))), dtype=float)
+                shape = [1] * len(order)
+                shape[axis] = len(cost)
+                joint = joint + cost.reshape(shape)
+            for _, table in tables:
+                joint = np.where(table, joint, np.inf)
+            best = int(np.argmin(joint))
+            if not np.isfinite(joint.flat[best]):
+                return None
+            index = np.unravel_index(best, joint.shape)
+            out.update({q: int(i) for q, i in zip(order, index, strict=True)})
+        return out
+
     def _integer_cells(self, qid: str, slot: CompiledSlot, atoms: list[Atom]) -> list[Cell]:
         points: set[int] = set()  # the integers where some atom's truth can change
         for atom in atoms:
@@ -232,6 +267,7 @@ class RuleSet:
         questions: Sequence[tuple[str, CompiledSlot]],
         filler: int,
         elsewhere: Sequence[tuple[str, CompiledSlot]] = (),
+        fixed: dict[str, Any] | None = None,
     ) -> list[Any]:
         """Constraints for one document's slots, in order: plain `SlotState`s for questions no
         rule mentions, rule-aware ones sharing one `RuleState` for the others. Rules may mention
@@ -240,13 +276,19 @@ class RuleSet:
         rule that no answer can satisfy makes the document fail here. `elsewhere`: ruled
         questions the document asks but decodes in another request (a window's other blocks):
         any of their values the rules allow is assumed possible, so the slots here keep to the
-        answers that some choice of theirs satisfies."""
+        answers that some choice of theirs satisfies; `fixed` gives the values of those already
+        decided (earlier blocks), and the slots here keep to the answers that agree with them."""
         for rule in self.rules:
             if not rule.questions and not evaluate(rule.formula, {}):
                 why = "cannot hold for this document: it requires an answer it is not asked"
                 raise UnsupportedSchema(rule.pointer, "rules", why)
         lengths = {qid: slot.length for qid, slot in [*questions, *elsewhere]}
         state = RuleState(self, lengths, filler)
+        for qid, value in (fixed or {}).items():
+            if qid in self.cells:
+                state.fix(qid, self.holding(qid, value))
+        if fixed and not all(any(ok) for ok in state.supported().values()):
+            state = RuleState(self, lengths, filler)  # they break a rule: checked afterwards
         return [RuledSlot(state, qid) if qid in self.cells else slot.new_constraint(filler)
                 for qid, slot in questions]  # fmt: skip
 
@@ -283,6 +325,15 @@ def _rebase(schema: Any, prefix: str) -> Any:
         else:
             out[key] = _rebase(value, prefix)
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: `true` is not `1`, `1` is `1.0`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return a == b
 
 
 def _integer_question(schema: Any) -> bool:
@@ -324,6 +375,14 @@ class RuleState:
         self.exhausted = False  # set when a slot was left with no answer the rules allow
         self._supported: dict[str, list[bool]] | None = None
         self._seen = {qid: list(self.alive[qid]) for qid in self.order}
+
+    def fix(self, qid: str, holding: list[bool]) -> None:
+        """Keep only the cells of `qid` in `holding`, the value decided for it elsewhere (an
+        earlier block); a value no cell holds leaves it free."""
+        if any(holding):
+            self.alive[qid] = [a and h for a, h in zip(self.alive[qid], holding, strict=True)]
+            self._seen[qid] = list(self.alive[qid])
+            self._supported = None
 
     def _search(self, alive: dict[str, list[bool]], skip: int | None = None) -> dict[str, set]:
         """For each ruled slot, the cells that appear in some assignment satisfying every rule

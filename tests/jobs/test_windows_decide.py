@@ -242,6 +242,51 @@ def test_rules_within_one_block_are_bound_in_every_window(bert) -> None:
     assert isinstance(linked["kind"], RuledSlot) and linked["kind"].state is linked["late"].state
 
 
+def test_a_later_block_keeps_to_the_answers_kept_in_earlier_ones(bert) -> None:
+    """Rules linking more questions than a block holds are bound block by block. A ruled
+    question of an earlier block was left free in the later ones (any value the rules allow),
+    so a later block could settle on answers that break the rule with the one already kept, and
+    the row failed `rule_violated` where some other choice would have held. Now a later block
+    holds the kept answers; answers kept earlier that already break a rule leave it free."""
+    rules = [{"rule": "late == (kind == 'home')", "message": "late exactly when home"},
+             {"rule": "paid == (kind == 'auto')", "message": "paid exactly when auto"}]  # fmt: skip
+    engine = DecisionEngine(Decider(bert).loaded, long_documents="windows", rules=rules)
+    paid = {"id": "paid", "text": "Was it paid?", "schema": {"type": "boolean"}}
+    qset = engine.questions([Question.model_validate(q) for q in (KIND, paid, LATE)])
+    by_id = {q.id: q for q in qset.asked}
+    text = long_text(60)
+    window = Window(0, 0, 200, 40)
+
+    def allowed_late(kept: dict[str, object]) -> set[bool]:
+        groups = [[by_id["kind"], by_id["paid"]], [by_id["late"]]]
+        doc = _Doc(Item("r", text, qset), qset, None, groups)
+        doc.kept = {qid: Candidate(value, 0.9, window) for qid, value in kept.items()}
+        [(_, _, (_, blocks, _))] = engine.long._window(doc, 1, window, [by_id["late"]], {})
+        constraint = blocks[0].slots[0].constraint
+        slot = by_id["late"].slot
+        return {slot.decode(list(t), qset.filler_id).value for t in constraint.options()}
+
+    assert allowed_late({}) == {True, False}  # the first block: kind is still free
+    assert allowed_late({"kind": "home", "paid": False}) == {True}
+    assert allowed_late({"kind": "auto", "paid": True}) == {False}
+    assert allowed_late({"kind": "home", "paid": True}) == {True, False}  # already broken
+
+
+def test_rules_linking_more_questions_than_a_block_hold_on_every_row(bert) -> None:
+    """Ten questions chained by equalities, more than a block holds. Windows answer each
+    question independently, so the answers kept per question broke the chain (3 of these 8
+    rows failed `rule_violated`: the 256 choices tried after combining never reached one of the
+    two that hold); the kept answers are now the cheapest choice the rules allow, and a later block
+    keeps to them."""
+    questions = [{"id": f"q{i}", "text": f"Is fact {i} true?", "schema": {"type": "boolean"}}
+                 for i in range(10)]  # fmt: skip
+    rules = [{"rule": f"q{i} == q{i + 1}", "message": "a chain"} for i in range(9)]
+    decider = Decider(bert, batch_size=8, rules=rules)
+    decisions = decider.decide_many([long_text(60 + 10 * i, seed=i) for i in range(8)], questions)
+    assert all(d.ok and d.windows > 1 for d in decisions), [d.error for d in decisions]
+    assert all(len(set(d.answers.values())) == 1 for d in decisions)
+
+
 def test_questions_the_rules_link_share_a_windows_block(bert) -> None:
     """Grouped in spec order, a rule over questions 1 and 9 of twelve spanned two blocks and was
     only checked on the combined answers (on a 14-question claims spec with three CEL rules,

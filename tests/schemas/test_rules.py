@@ -206,3 +206,43 @@ def test_rules_over_a_nullable_integer_either_way_it_is_spelt(loaded, schema) ->
     assert all(d.ok for d in decisions), [d.error for d in decisions]
     for d in decisions:
         assert jsonschema.Draft202012Validator(rules).is_valid(d.answers), d.answers
+
+
+def test_the_cheapest_choice_the_rules_allow(loaded) -> None:
+    """`RuleSet.cheapest`: per linked group, the least total cost over the choices of one cell
+    per question that satisfy every rule; a question without costs is free; None when the
+    costs leave no satisfying choice."""
+    rules = {"allOf": [
+        {"if": {"properties": {"kind": {"const": "a"}}}, "then": {"properties": {"ok": {"const": True}}}},
+        {"if": {"properties": {"ok": {"const": True}}}, "then": {"properties": {"n": {"minimum": 100}}}},
+    ]}  # fmt: skip
+    engine = _engine(loaded, rules)
+    qset = engine.questions([Question.model_validate(q) for q in QUESTIONS])
+    ruleset = qset.ruleset
+
+    def cell(qid, value):
+        return ruleset.holding(qid, value).index(True)
+
+    def costs(**answers):  # each question's answers and their costs
+        out = {}
+        for qid, options in answers.items():
+            row = [float("inf")] * len(ruleset.cells[qid])
+            for value, cost in options:
+                row[cell(qid, value)] = cost
+            out[qid] = row
+        return out
+
+    # kind a is cheapest, but it needs ok true, which needs n >= 100: n = 7 is what is left
+    chosen = ruleset.cheapest(costs(kind=[("a", 0.1), ("b", 0.5)], ok=[(True, 0.2), (False, 0.0)],
+                                    n=[(7, 0.0)]))  # fmt: skip
+    assert chosen is not None
+    assert chosen["kind"] == cell("kind", "b") and chosen["ok"] == cell("ok", False)
+    chosen = ruleset.cheapest(costs(kind=[("a", 0.1), ("b", 0.6)], ok=[(True, 0.2), (False, 0.0)],
+                                    n=[(7, 0.0), (150, 0.2)]))  # fmt: skip
+    assert chosen is not None  # 0.1 + 0.2 + 0.2 beats 0.6 + 0 + 0
+    assert (chosen["kind"], chosen["ok"], chosen["n"]) == (cell("kind", "a"), cell("ok", True),
+                                                           cell("n", 150))  # fmt: skip
+    free = ruleset.cheapest(costs(kind=[("a", 0.0)]))  # ok and n free: they follow
+    assert free is not None and free["ok"] == cell("ok", True) and free["n"] == cell("n", 150)
+    assert ruleset.cheapest(costs(kind=[("a", 0.0)], ok=[(False, 0.0)])) is None
+    assert not any(ruleset.holding("n", None)) and ruleset.holding("kind", "c").count(True) == 1
