@@ -27,6 +27,7 @@ import numpy as np
 
 from decide.engine import load_model
 from decide.jobs import runner
+from decide.jobs.checks import unknown_rule_id
 from decide.jobs.decisions import Decision, DecisionEngine, Item
 from decide.jobs.failures import DecisionError, FailureKind, api_message
 from decide.jobs.models import resolve_device, resolve_model_path
@@ -136,8 +137,10 @@ def _questions(questions: Questions) -> list[Question]:
 class Decider:
     """A loaded model ready to decide documents. Options are those of a job spec's `decoding`
     (`threshold`, `max_steps`, `temperature`, `seed`, `cache`, `absent_below`) plus batching,
-    long-document policy (`long_documents`, `windows` as the spec's `windows:`), `partial_rows`
-    and `dates` (`{"order": "day_first"}`, as the spec's `dates:`)."""
+    long-document policy (`long_documents`, `windows` as the spec's `windows:`), `partial_rows`,
+    `dates` (`{"order": "day_first"}`, as the spec's `dates:`) and `rules` (the spec's `rules:`,
+    a JSON Schema or a list of CEL rules: one naming an id none of a call's questions has
+    raises `SpecError`)."""
 
     def __init__(
         self,
@@ -148,7 +151,7 @@ class Decider:
         batch_size: int = 16,
         long_documents: str = "windows",
         instruction: str | None = None,
-        rules: dict[str, Any] | None = None,
+        rules: dict[str, Any] | list[dict[str, Any]] | None = None,
         partial_rows: str = "keep",
         dates: Mapping[str, Any] | None = None,
         windows: Mapping[str, Any] | None = None,
@@ -186,6 +189,12 @@ class Decider:
         except QuestionsRefused as exc:
             raise SpecError(spec_refusal(exc)) from exc
         if qset.fingerprint not in self._fitting:
+            # A rule over an id none of these questions has applies to none of them: a typo
+            # would switch it off silently, so it is refused, as `decide run` refuses one.
+            unknown = unknown_rule_id(runner.rule_ids(self._spec), {q.id for q in asked},
+                                      "this call")  # fmt: skip
+            if unknown is not None:
+                raise SpecError(unknown)
             # Questions that fit no document are a usage error, as `decide run` makes them,
             # not one `questions_do_not_fit` error decision per document.
             try:

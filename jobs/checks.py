@@ -11,7 +11,8 @@ never happens. `plan_checks` refuses,
 with the pointer `/rules/<i>/rule`, a rule naming an unknown id, one that does not parse or type
 check (the same typed subset and input types as `derive`, `jobs.derive`), or one whose result is
 not a bool. A rule reading an answer that is null or missing is not applicable to that row (it
-neither passes nor fails it), so a partial row is judged by the rules over the answers it has.
+neither passes nor fails it), so a partial row is judged by the rules over the answers it has;
+a null answer the rule compares with null (`x != null && x > 5`) reaches it, as in `derive`.
 Over one row's own questions (`unasked="skip"`) a rule reading an id the row does not ask does
 not apply to it either, as a JSON Schema rule's `properties` ignores a key the row's decision
 lacks; a typo is then a job's usage error, found against every id it may ask (`rule_ids`).
@@ -19,8 +20,9 @@ lacks; a typo is then a job's usage error, found against every id it may ask (`r
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -32,12 +34,14 @@ from decide.schemas.rules import MAX_ASSIGNMENTS, ValueRule
 from .derive import (
     CelType,
     DeriveError,
-    _cel_message,
     _Checker,
     _idents,
     cel_inputs,
     check_depth,
+    failure,
+    null_tested,
     number_inputs,
+    program,
     schema_type,
 )
 
@@ -50,6 +54,7 @@ class Check:
     program: Any
     inputs: tuple[str, ...]
     doubles: frozenset[str] = frozenset()  # inputs typed number (`derive.cel_inputs`)
+    null_tested: frozenset[str] = frozenset()  # inputs compared with null: a null one reaches it
 
 
 class CheckPlan:
@@ -105,14 +110,18 @@ class CheckPlan:
 
 def _judge(check: Check, answers: Mapping[str, Any]) -> str | None:
     """Why `answers` violate `check`, or None when they satisfy it or it does not apply."""
-    if any(answers.get(i) is None for i in check.inputs):
-        return None  # not applicable: an input is null or missing
+    if any(
+        i not in answers or (answers[i] is None and i not in check.null_tested)
+        for i in check.inputs
+    ):
+        return None  # not applicable: an input is missing, or null and not compared with null
+    nulls = [i for i in check.inputs if answers[i] is None]
     try:
         result = check.program.evaluate(cel_inputs(answers, check.inputs, check.doubles))
+        if isinstance(result, celpy.CELEvalError):
+            raise result
     except (celpy.CELEvalError, TypeError, ValueError, ZeroDivisionError) as exc:
-        return f"rule could not be evaluated: {_cel_message(exc)}"
-    if isinstance(result, celpy.CELEvalError):
-        return f"rule could not be evaluated: {_cel_message(result)}"
+        return f"rule could not be evaluated{failure(exc, nulls).removeprefix(' failed')}"
     return None if bool(result) else check.message
 
 
@@ -142,6 +151,22 @@ def rule_ids(rules: Sequence[tuple[str, str]]) -> dict[str, str]:
         for name in sorted(_idents(_parse(env, rule, where))):
             out.setdefault(name, where)
     return out
+
+
+def unknown_rule_id(read: Mapping[str, str], asked: Collection[str], where: str) -> str | None:
+    """The refusal of the first id the rules read (`read`: id -> pointer, JSON Schema or CEL
+    rules, `runner.rule_ids`) that none of `asked` has, or None. A rule over an id a question
+    set lacks does not apply to it, so over the questions of a whole call (`Decider.decide`,
+    `where="this call"`) such an id is a typo that would silently switch the rule off."""
+    for qid, pointer in read.items():
+        if qid not in asked:
+            close = difflib.get_close_matches(qid, sorted(asked), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            ids = sorted(asked)
+            shown = ", ".join(ids[:12]) + (f", … ({len(ids)} in all)" if len(ids) > 12 else "")
+            return (f"rules: {pointer}: {qid!r} is not the id of any question of {where} "
+                    f"({shown}){hint}")  # fmt: skip
+    return None
 
 
 def plan_checks(
@@ -179,5 +204,6 @@ def plan_checks(
         if result.base != "bool":
             raise DeriveError(where, f"{rule!r} gives {result}, a rule must give a bool")
         inputs = tuple(sorted(names))
-        checks.append(Check(i, rule, message, env.program(tree), inputs, number_inputs(env_types)))
+        checks.append(Check(i, rule, message, program(env, tree), inputs,
+                            number_inputs(env_types), null_tested(tree)))  # fmt: skip
     return CheckPlan(checks)
