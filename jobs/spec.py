@@ -421,6 +421,11 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(
             f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({_problem(exc)})"
         ) from exc
+    if isinstance(data, dict) and isinstance(data.get("questions"), list):
+        data = {
+            **data,
+            "questions": [_bundled(q, i, path) for i, q in enumerate(data["questions"])],
+        }
     spec = parse_spec(data, str(path))
     if spec.model is not None:
         # A relative `model:` is the spec's neighbour (the spec works from any directory); one
@@ -429,6 +434,22 @@ def load_spec(path: str | Path) -> JobSpec:
         if not Path(spec.model).expanduser().is_absolute() and beside.exists():
             spec = spec.model_copy(update={"model": str(beside)})
     return spec
+
+
+def _bundled(question: Any, index: int, path: Path) -> Any:
+    """A spec file's question with the schema files its `$ref`s name (beside the spec) copied
+    into its schema (`schemas.bundle`)."""
+    from decide.schemas import SchemaError
+    from decide.schemas.bundle import bundle, external_refs
+
+    if not isinstance(question, dict) or not external_refs(question.get("schema")):
+        return question
+    try:
+        return {**question, "schema": bundle(question["schema"], path.parent)}
+    except SchemaError as exc:
+        name = question.get("id")
+        which = f"question {name!r}" if isinstance(name, str) else f"questions.{index}"
+        raise SpecError(f"{path}: {which}: schema {exc}") from exc
 
 
 def parse_questions(raw: Any, origin: str) -> list[Question]:

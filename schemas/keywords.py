@@ -128,7 +128,9 @@ class KeywordCompiler(Shapes):
 
     def resolve(self, ptr: str, ref: Any) -> tuple[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#"):
-            raise UnsupportedSchema(ptr, "$ref", f"only local '#…' references are supported: {ref}")
+            raise UnsupportedSchema(ptr, "$ref", f"only local '#…' references are supported "
+                                    f"(a spec file's question may refer to schema files beside "
+                                    f"the spec): {ref}")  # fmt: skip
         frag = ref[1:]
         if frag and not frag.startswith("/"):
             if frag not in self.anchors:
