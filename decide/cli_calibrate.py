@@ -10,7 +10,7 @@ writes the calibration file (`schemas/calibration.schema.json`). The "after" fig
 in-sample (measured on the answers the maps were fitted to); measure on held-out rows for an
 honest figure (`benchmarks/calibration.py` does). Exits 2 on usage errors, when a doc_id has
 more than one gold row (the error names the first few and their rows), or when no gold answer is
-usable.
+usable, or when the calibration file cannot be written.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
           --review-below 0.9
     """
     from decide.jobs.calibrate import build_document, collect_labels
-    from decide.jobs.output import atomic_write
+    from decide.jobs.output import OutputError, atomic_write
     from decide.jobs.spec import SpecError
 
     try:
@@ -81,8 +81,13 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
     except SpecError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    text = json.dumps(document, indent=2) + "\n"
-    atomic_write(output, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+    try:
+        atomic_write(output, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except (OutputError, OSError) as exc:
+        why = exc.strerror or str(exc)
+        click.echo(f"error: {output}: cannot write the calibration ({why})", err=True)
+        sys.exit(2)
     before, after = document["metrics"]["before"], document["metrics"]["after"]
     click.echo(
         f"{labels.rows} gold rows, {before['answers']} answers matched, "
@@ -126,7 +131,11 @@ def calibrate(out_dir: Path, gold: Path, output: Path, gold_column: str, min_lab
         )
     chosen = {qid: e["threshold"] for qid, e in suggested.items() if e["threshold"] is not None}
     if chosen:
-        click.echo("to use them, add to each question in the spec (this changes its fingerprint):")
+        click.echo("to use them, add to each question in the spec:")
         for qid, t in chosen.items():
             click.echo(f"  {qid}: absent_below: {t:g}")
+        click.echo(
+            "  (this changes the spec's fingerprint, and a run refuses a calibration fitted for "
+            "another: decide the labelled rows again with the new spec and calibrate on that)"
+        )
     click.echo(f"calibration: {output}")

@@ -6,8 +6,12 @@ the calibration file's fitted figures (a run has no gold, so the reliability bin
 the file was fitted and measured on, in-sample, copied into the manifest at run time), a
 risk–coverage table computed from *this job's* confidences (coverage: share of answers at or
 above each threshold; expected accuracy: their mean calibrated confidence, a promise that is only
-as good as the calibration), the review summary of the manifest, and the first `QUEUE` rows of
-the review queue, least confident first, each computed by one polars streaming query.
+as good as the calibration; confidences that are not finite numbers are left out), the review
+summary of the manifest, and the first `QUEUE` rows of the review queue, each computed by one
+polars streaming query. A queue entry names the row's reason to be there: its first failed
+answer (`error`, confidence null: an ok row with a missing answer, or an answer whose confidence
+is not a number, goes to review whatever the threshold), else its least confident answer; rows
+with a failed answer come first, then the least confident.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ def calibration_report(manifest: Manifest, parts: Parts) -> dict[str, Any] | Non
         return None
     long = parts.confidences()
     conf = pl.col("conf")
-    kept = collect(long.select(
+    finite = long.filter(conf.is_finite())
+    kept = collect(finite.select(
         pl.len().alias("total"),
         *[(conf >= t).sum().alias(f"n{i}") for i, t in enumerate(THRESHOLDS)],
         *[conf.filter(conf >= t).mean().alias(f"m{i}") for i, t in enumerate(THRESHOLDS)],
@@ -47,20 +52,7 @@ def calibration_report(manifest: Manifest, parts: Parts) -> dict[str, Any] | Non
         }
         for i, t in enumerate(THRESHOLDS)
     ]
-    queue: list[dict[str, Any]] = []
-    if "review" in parts.schema:
-        # Each flagged row's least confident answer (the first question of equal ones), least
-        # confident rows first, ties in doc id order.
-        flagged = parts.ok.filter(pl.col("review").fill_null(False)).select("_row", "doc_id")
-        lowest = (
-            long.join(flagged, on="_row")
-            .group_by("_row")
-            .agg(conf.min().alias("confidence"),
-                 pl.col("question").sort_by(["conf", "_q"]).first(), pl.col("doc_id").first())
-            .bottom_k(QUEUE, by=["confidence", "doc_id"])
-            .sort(["confidence", "doc_id"])
-        )  # fmt: skip
-        queue = collect(lowest.select("doc_id", "question", "confidence")).to_dicts()
+    queue = review_queue(parts, long) if "review" in parts.schema else []
     return {
         "calibrated": entry.sha256 is not None,
         "source": entry.path,
@@ -72,3 +64,47 @@ def calibration_report(manifest: Manifest, parts: Parts) -> dict[str, Any] | Non
         "review": manifest.review,
         "review_queue": queue,
     }
+
+
+def review_queue(parts: Parts, long: pl.LazyFrame) -> list[dict[str, Any]]:
+    """The first `QUEUE` rows sent to review: per row its first failed answer (with the reason,
+    confidence null), else its least confident answer (the first question of equal ones); rows
+    with a failed answer first, then the least confident, ties in doc id order."""
+    conf = pl.col("conf")
+    flagged = parts.ok.filter(pl.col("review").fill_null(False)).select("_row", "doc_id")
+    nan = pl.lit("its confidence is not a number").alias("error")
+    failed = [long.filter(conf.is_nan()).select("_row", "_q", "question", nan)]
+    errors = parts.schema.get("errors")
+    if isinstance(errors, pl.Struct):
+        failed += [
+            parts.ok.select("_row", pl.lit(i, pl.Int64).alias("_q"), pl.lit(qid).alias("question"),
+                            pl.col("errors").struct.field(qid).cast(pl.String).alias("error"))
+            .drop_nulls("error")
+            for i, qid in enumerate(errors.to_schema())
+        ]  # fmt: skip
+    first_failed = (
+        pl.concat(failed)
+        .join(flagged.select("_row"), on="_row")
+        .group_by("_row")
+        .agg(pl.col("question").sort_by("_q").first().alias("failed"),
+             pl.col("error").sort_by("_q").first())
+    )  # fmt: skip
+    lowest = (
+        long.filter(conf.is_finite())
+        .join(flagged.select("_row"), on="_row")
+        .group_by("_row")
+        .agg(conf.min().alias("confidence"), pl.col("question").sort_by(["conf", "_q"]).first())
+    )  # fmt: skip
+    rows = (
+        flagged.join(first_failed, on="_row", how="left")
+        .join(lowest, on="_row", how="left")
+        .select(
+            "doc_id",
+            pl.coalesce("failed", "question", pl.lit("")).alias("question"),
+            pl.when(pl.col("error").is_null()).then(pl.col("confidence")).alias("confidence"),
+            "error",
+        )
+        .sort(["confidence", "doc_id"], nulls_last=False)
+        .head(QUEUE)
+    )
+    return collect(rows).to_dicts()

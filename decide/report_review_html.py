@@ -3,7 +3,9 @@
 Contract. `review_context(report)` gives what `templates/review.html.j2` needs to render the
 `calibration` part of report.json (see `decide.report_review`) as two sections, or None for a job
 run without `--calibration` and `--review-below`: `#review` (the share of rows sent to review,
-the expected accuracy of the auto-accepted answers, and the least confident rows of the queue)
+the expected accuracy of the auto-accepted answers, or without a calibration their mean raw
+confidence, which is not called an accuracy, and the first rows of the queue: failed answers,
+then the least confident)
 and `#calibration` (a reliability diagram, `svg.reliability`: expected against observed
 accuracy per equal-mass bin of the calibration file's fitted data, before and after
 calibration, since a run has no gold; and a risk–coverage curve, `svg.risk-coverage`, of this
@@ -20,6 +22,11 @@ SIZE, PAD = 260, 34  # square plot area and its margin
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _num(value: float | None) -> str:
+    """A fitted measure; the calibration file writes null where it had nothing to measure."""
+    return "–" if value is None else f"{value:.3f}"
 
 
 def _xy(x: float, y: float) -> tuple[float, float]:
@@ -52,18 +59,20 @@ def reliability_chart(after: list[dict[str, Any]], before: list[dict[str, Any]])
                 continue
             x, y = _xy(b["confidence"], b["accuracy"])
             points.append({"x": x, "y": y, "tag": None, "title": (
-                f"{name}: {b['count']} answers, confidence {b['low']:.3f}–{b['high']:.3f}, "
+                f"{name}: {b['count']} answers, confidence {_num(b['low'])}–{_num(b['high'])}, "
                 f"expected {_pct(b['confidence'])}, observed {_pct(b['accuracy'])}")})  # fmt: skip
         plot["series"].append({"color": color, "points": points})
         plot["legend"].append({"color": color, "label": name})
     return plot
 
 
-def risk_coverage_chart(curve: list[dict[str, Any]]) -> dict[str, Any]:
-    """Expected accuracy of the accepted answers against the share accepted, per threshold."""
+def risk_coverage_chart(curve: list[dict[str, Any]], calibrated: bool = True) -> dict[str, Any]:
+    """Expected accuracy of the accepted answers against the share accepted, per threshold;
+    uncalibrated, their mean raw confidence, which is no accuracy (`calibrated` False)."""
     low = 0.5  # the y axis shows 0.5–1
+    what = "expected accuracy" if calibrated else "mean confidence (uncalibrated)"
     plot = _plot("risk-coverage", "risk-coverage curve", "coverage (share of answers accepted)",
-                 "expected accuracy", y_low=low)  # fmt: skip
+                 what, y_low=low)  # fmt: skip
     points = []
     for row in curve:
         if row["expected_accuracy"] is None:
@@ -71,7 +80,7 @@ def risk_coverage_chart(curve: list[dict[str, Any]]) -> dict[str, Any]:
         x, y = _xy(row["coverage"], (max(row["expected_accuracy"], low) - low) / (1 - low))
         points.append({"x": x, "y": y, "tag": f"{row['threshold']:g}", "title": (
             f"confidence ≥ {row['threshold']}: {_pct(row['coverage'])} of answers, "
-            f"expected accuracy {_pct(row['expected_accuracy'])}")})  # fmt: skip
+            f"{what} {_pct(row['expected_accuracy'])}")})  # fmt: skip
     plot["series"].append({"color": "#2f6fdb", "points": points})
     return plot
 
@@ -86,13 +95,13 @@ def review_context(report: dict[str, Any]) -> dict[str, Any] | None:
         "calibrated": info["calibrated"],
         "source": info["source"],
         "forced": info["forced"],
-        "risk_coverage": risk_coverage_chart(info["risk_coverage"]),
+        "risk_coverage": risk_coverage_chart(info["risk_coverage"], info["calibrated"]),
     }
     if info["calibrated"]:
         fitted = info["fitted"] or {}
-        before, after = fitted.get("before", {}), fitted.get("after", {})
-        ece = f"ECE {before.get('ece', 0):.3f} → {after.get('ece', 0):.3f}"
-        brier = f"Brier {before.get('brier', 0):.3f} → {after.get('brier', 0):.3f}"
+        before, after = fitted.get("before") or {}, fitted.get("after") or {}
+        ece = f"ECE {_num(before.get('ece'))} → {_num(after.get('ece'))}"
+        brier = f"Brier {_num(before.get('brier'))} → {_num(after.get('brier'))}"
         context["fitted"] = f"{ece}, {brier}"
         context["reliability"] = reliability_chart(info["reliability"], info["reliability_before"])
     return context

@@ -6,14 +6,18 @@ parquet (`doc_id` + `gold`, the JSON text of the decision object, as `decide tra
 marks every answer right or wrong (strings case-insensitively, everything else exactly), fits the
 maps of `jobs.calibration` and returns the calibration document, checked against
 `schemas/calibration.schema.json`, carrying the job's model and spec fingerprints. A gold file
-with a doc_id on more than one row is refused (`SpecError` naming the ids and rows). Gold rows
-whose id is not in the job, whose job row failed, whose gold is not a JSON object, or whose
-gold value is invalid against the question's schema are skipped with one message each, never
-fatal. `ConfidencePlan` is the run side: it loads a calibration file (refusing one fitted for
-another model or spec unless forced), replaces each answer's confidence by its calibrated
+with a doc_id on more than one row is refused (`SpecError` naming the ids and rows). Gold ids
+match by value, or by text where one side holds integers and the other strings. A per-row
+question's schema is the gold row's (`questions` column), else the job's input row's. Gold rows
+whose id is null or not in the job, whose job row failed, whose gold is not a JSON object, and
+gold values invalid against the question's schema, of a question with no known schema, or whose
+job confidence is not in [0, 1] (NaN) are skipped with one message each, never fatal.
+`ConfidencePlan` is the run side: it loads a calibration file (refusing one fitted for another
+model or spec unless forced), replaces each answer's confidence by its calibrated
 probability (answers never change; the engine's value moves to `raw_confidence`), adds the
-`review` column for `review_below`, and at the end writes `review.parquet` and the review
-summary that `manifest.json` and `report.json` carry.
+`review` column for `review_below` (a row with an answer below it, a failed answer or a
+confidence that is not a number), and at the end writes `review.parquet` and the review summary
+that `manifest.json` and `report.json` carry.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -56,6 +61,14 @@ def validate_calibration(document: Any, origin: str = "calibration") -> None:
     if errors:
         where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
         raise SpecError(f"{origin}: not a calibration file (at {where}: {errors[0].message})")
+    # JSON Schema cannot refuse NaN or infinity (Python's JSON reads and writes them): a map
+    # with one would make every confidence NaN, and NaN is below no review threshold.
+    for part in ("questions", "kinds"):
+        for name, entry in document[part].items():
+            for key, value in entry["map"].items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise SpecError(f"{origin}: not a calibration file (at /{part}/{name}/map/"
+                                    f"{key}: {value} is not a finite number)")  # fmt: skip
 
 
 def answers_match(answer: Any, gold: Any) -> bool:
@@ -138,6 +151,49 @@ def refuse_duplicate_ids(gold: pl.DataFrame, gold_path: Path) -> None:
     )
 
 
+def _by_text(job_dtype: pl.DataType, gold_dtype: pl.DataType) -> bool:
+    """Whether doc ids are matched by their text: one column holds integers and the other
+    strings (a gold file written with "1038" for a job's 1038); else they match as they are (by
+    Python equality: 1038.0 is 1038)."""
+    return (job_dtype.is_integer() and gold_dtype == pl.String) or (
+        gold_dtype.is_integer() and job_dtype == pl.String
+    )
+
+
+def _input_questions(manifest: Manifest, wanted: set[Any], by_text: bool) -> tuple[dict, list]:
+    """The per-row questions the job's input rows asked, by doc id (as text when `by_text`), for
+    the doc ids in `wanted`; and a message per input file that could not be read. A job's answer
+    parts do not carry the input's `questions` column, so a gold row without questions of its
+    own finds its schemas here (an input moved since the run leaves them unknown)."""
+    column, id_column = manifest.spec.input.questions, manifest.spec.input.doc_id
+    paths = [f.path for f in manifest.input_files] or list(manifest.inputs)
+    found: dict[Any, Any] = {}
+    problems = []
+    for path in paths:
+        try:
+            names = parquet.schema(path)
+            if column not in names or id_column not in names:
+                continue
+            ids = pl.col(id_column).cast(pl.String) if by_text else pl.col(id_column)
+            frame = (
+                parquet.scan(path)
+                .select(ids.alias("doc_id"), pl.col(column).alias("questions"))
+                .filter(pl.col("doc_id").is_in(list(wanted)))
+                .collect()
+            )
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            problems.append(f"{path}: cannot read the job's input for its per-row questions "
+                            f"({exc})")  # fmt: skip
+            continue
+        for doc_id, asked in frame.iter_rows():
+            found.setdefault(doc_id, asked)
+    return found, problems
+
+
+def _usable_confidence(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0
+
+
 def collect_labels(
     out_dir: Path, gold_path: Path, gold_column: str = "gold"
 ) -> tuple[Labels, dict]:
@@ -154,24 +210,36 @@ def collect_labels(
         if column not in gold.columns:
             raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
     refuse_duplicate_ids(gold, gold_path)
-    names = parquet.scan(parts[0]).collect_schema().names()
+    job_schema = parquet.scan(parts[0]).collect_schema()
+    names = job_schema.names()
     conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
-    columns = ["doc_id", "status", "answers_json", conf_col]
+    columns = ["doc_id", "status", "error", "answers_json", conf_col]
     columns += ["withheld_json"] if "withheld_json" in names else []  # jobs before 2026-12-06
     answers = pl.concat([parquet.read(p, columns=columns) for p in parts])
-    by_id = {row[0]: row[1:] for row in answers.iter_rows()}
-    schemas = {q.id: q.schema_ for q in manifest.spec.questions}
-    absents = {q.id: q.absent for q in manifest.spec.questions}
+    by_text = _by_text(job_schema["doc_id"], gold.schema["doc_id"])
+
+    def key(value: Any) -> Any:
+        return str(value) if by_text and value is not None else value
+
+    by_id = {key(row[0]): row[1:] for row in answers.iter_rows()}
+    questions = {q.id: q for q in manifest.spec.questions}
     labels = Labels()
     has_questions = "questions" in gold.columns
+    wanted = {key(d) for d in gold["doc_id"].to_list() if d is not None}
+    asked_by_input, problems = _input_questions(manifest, wanted, by_text)
+    labels.messages += problems
     for i, row in enumerate(gold.iter_rows(named=True)):
         where = f"{gold_path.name} row {i} (doc_id {row['doc_id']!r})"
-        if row["doc_id"] not in by_id:
+        if row["doc_id"] is None:
+            labels.messages.append(f"{where}: skipped, doc_id is null")
+            continue
+        doc_id = key(row["doc_id"])
+        if doc_id not in by_id:
             labels.messages.append(f"{where}: skipped, doc_id not in the job")
             continue
-        status, answers_json, confidence, *rest = by_id[row["doc_id"]]
+        status, failure, answers_json, confidence, *rest = by_id[doc_id]
         if status != "ok":
-            labels.messages.append(f"{where}: skipped, the job's row failed")
+            labels.messages.append(f"{where}: skipped, the job's row failed ({failure})")
             continue
         try:
             truth = json.loads(row[gold_column]) if row[gold_column] is not None else None
@@ -181,15 +249,19 @@ def collect_labels(
         if not isinstance(truth, dict):
             labels.messages.append(f"{where}: skipped, {gold_column} is not a JSON object")
             continue
-        row_schemas, row_absents = dict(schemas), dict(absents)
-        if has_questions and row["questions"] is not None:
+        # The row's questions: the gold row's own (`questions` column), else those its input
+        # row asked, over the spec's.
+        row_questions = dict(questions)
+        raw = row["questions"] if has_questions else None
+        origin = where
+        if raw is None and asked_by_input.get(doc_id) is not None:
+            raw, origin = asked_by_input[doc_id], f"{where}, the job's input row"
+        if raw is not None:
             try:
-                asked = parse_questions(row["questions"], where)
+                row_questions |= {q.id: q for q in parse_questions(raw, origin)}
             except SpecError as exc:
                 labels.messages.append(f"{where}: skipped, {exc}")
                 continue
-            row_schemas |= {q.id: q.schema_ for q in asked}
-            row_absents |= {q.id: q.absent for q in asked}
         got = json.loads(answers_json)
         withheld = json.loads(rest[0]) if rest and rest[0] is not None else {}
         used = False
@@ -198,7 +270,18 @@ def collect_labels(
                 labels.messages.append(f"{where}: gold for {qid!r} skipped, the job has no "
                                        "answer to it")  # fmt: skip
                 continue
-            schema = row_schemas.get(qid, True)
+            if not _usable_confidence(confidence[qid]):
+                labels.messages.append(f"{where}: gold for {qid!r} skipped, the job's "
+                                       f"confidence {confidence[qid]!r} is not a number in "
+                                       "[0, 1]")  # fmt: skip
+                continue
+            question = row_questions.get(qid)
+            if question is None:
+                labels.messages.append(f"{where}: gold for {qid!r} skipped, its schema is "
+                                       "unknown (not a question of the spec, and no per-row "
+                                       "questions in the gold or the job's input)")  # fmt: skip
+                continue
+            schema = question.schema_
             error = validator_class(schema)(schema).iter_errors(value)
             first = next(error, None)
             if first is not None:
@@ -207,12 +290,14 @@ def collect_labels(
                 continue
             labels.add(qid, schema, confidence[qid],
                        answers_match(got[qid], value))  # fmt: skip
-            declared, absent = absent_value(schema, row_absents.get(qid))
-            if declared:
+            # `absent_below` withholds decoded answers only: a derived one is never withheld.
+            declared, absent = absent_value(schema, question.absent)
+            if declared and question.derive is None:
                 held = withheld.get(qid)
                 decoded = (got[qid], confidence[qid]) if held is None else (
                     held["value"], held["confidence"])  # fmt: skip
-                labels.decoded.setdefault(qid, []).append((*decoded, value, absent))
+                if _usable_confidence(decoded[1]):
+                    labels.decoded.setdefault(qid, []).append((*decoded, value, absent))
             used = True
         labels.rows += used
     return labels, dict(manifest.fingerprints)
@@ -379,14 +464,20 @@ class ConfidencePlan:
         self.forced = False
         if self.path is not None:
             self.document = load_calibration(self.path)
+            what = {"model": "model (its weights or configuration differ)",
+                    "spec": "spec (its questions, rules, decoding settings or absent_below "
+                            "differ)"}  # fmt: skip
             for key in ("model", "spec"):
                 fitted, now = self.document[f"{key}_fingerprint"], fingerprints[key]
                 if fitted == now:
                     continue
                 if not force:
+                    job = self.document.get("job")
+                    on = f", fitted on the job in {job}" if job else ""
                     raise SpecError(
-                        f"{self.path}: fitted for another {key} (fingerprint {fitted}, this run "
-                        f"{now}); refit with `decide calibrate`, or pass --force-calibration"
+                        f"{self.path}: fitted for another {what[key]}: fingerprint {fitted}{on}, "
+                        f"this run {now}; decide labelled rows with this {key} and refit with "
+                        "`decide calibrate`, or pass --force-calibration to use it anyway"
                     )
                 log.warning("%s: fitted for another %s (%s, this run %s); used anyway "
                             "(--force-calibration)", self.path, key, fitted, now)  # fmt: skip
@@ -417,12 +508,16 @@ class ConfidencePlan:
             frame = frame.with_columns(kept.alias("confidence"))
         if self.review_below is not None:
             fields = frame["confidence"].struct.fields
-            low = pl.min_horizontal(pl.col("confidence").struct.field(f) for f in fields)
+            values = [pl.col("confidence").struct.field(f) for f in fields]
             # A partial row (an answer that failed: no confidence) needs a person as much as a
             # doubtful one: it was auto-accepted, counted among the accepted answers.
-            doubtful = (low < self.review_below).fill_null(False) | pl.col("partial").fill_null(
-                False
-            )
+            doubtful = pl.col("partial").fill_null(False)
+            if values:
+                low = pl.min_horizontal(values)  # NaN is passed over: not below anything
+                unknown = pl.any_horizontal(~v.is_finite() for v in values)  # NaN, inf
+                doubtful = (
+                    doubtful | (low < self.review_below).fill_null(False) | unknown.fill_null(False)
+                )
             frame = frame.with_columns(((pl.col("status") == "ok") & doubtful)
                                        .fill_null(False).alias("review"))  # fmt: skip
         return frame
@@ -440,11 +535,15 @@ class ConfidencePlan:
                       "reliability_before": doc["reliability"]["before"]}  # fmt: skip
         if prior:
             old = prior.get("calibration") or {}
-            for key, what in (("sha256", "calibration file"), ("review_below", "review_below")):
-                if old.get(key) != entry.get(key):
-                    raise SpecError(f"the earlier run of this directory used another {what} "
-                                    f"({old.get(key)}, this run {entry.get(key)}); resume with "
-                                    "the same one")  # fmt: skip
+            if old.get("sha256") != entry.get("sha256"):
+                raise SpecError(f"the earlier run of this directory used {_file(old)}, this run "
+                                f"{_file(entry)}; resume with the same calibration file "
+                                "(--calibration)")  # fmt: skip
+            if old.get("review_below") != entry.get("review_below"):
+                raise SpecError(f"the earlier run of this directory used another review_below "
+                                f"({_threshold(old.get('review_below'))}, this run "
+                                f"{_threshold(entry.get('review_below'))}); resume with the "
+                                "same one (--review-below)")  # fmt: skip
         return entry
 
     def finish(self, out_dir: Path) -> dict[str, Any] | None:
@@ -452,6 +551,17 @@ class ConfidencePlan:
         if self.review_below is None:
             return None
         return write_review(out_dir, self.review_below, calibrated=self.document is not None)
+
+
+def _file(entry: dict[str, Any]) -> str:
+    """A manifest calibration entry's file, for a message: its path and the start of its hash."""
+    if entry.get("sha256") is None:
+        return "no calibration file"
+    return f"calibration file {entry.get('path')} (sha256 {entry['sha256']})"
+
+
+def _threshold(value: Any) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, Any]:
@@ -465,9 +575,11 @@ def write_review(out_dir: Path, below: float, *, calibrated: bool) -> dict[str, 
     queue = scan.filter(pl.col("review")).collect()
     atomic_write(out_dir / "review.parquet", parquet_writer(queue))
     fields = parquet.scan(parts[0]).collect_schema()["confidence"].to_schema()
-    accepted = scan.filter(~pl.col("review")).select(
-        pl.concat_list([pl.col("confidence").struct.field(f) for f in fields]).alias("c")
-    ).explode("c").drop_nulls().collect()["c"]  # fmt: skip
+    accepted = pl.Series("c", [], pl.Float64)
+    if fields:
+        accepted = scan.filter(~pl.col("review")).select(
+            pl.concat_list([pl.col("confidence").struct.field(f) for f in fields]).alias("c")
+        ).explode("c").filter(pl.col("c").is_finite()).collect()["c"]  # fmt: skip
     ok = scan.select(pl.len()).collect().item()
     return {
         "below": below,

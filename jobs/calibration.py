@@ -9,7 +9,8 @@ Which map a question gets depends on its schema *kind* (`schema_kind`):
   a one-parameter **temperature**. The engine keeps only the committed option's probability p,
   not the scores of the other K − 1 options, so the map is multi-class temperature scaling under
   the assumption that the rest of the mass is spread evenly over them: with L = log(K − 1),
-  logit(p') = (logit(p) + L) / T − L (for K = 2 plain σ(logit(p) / T); p = 1/K stays put);
+  logit(p') = (logit(p) + L) / T − L (for K = 2 plain σ(logit(p) / T); p = 1/K stays put),
+  T fitted to Platt's smoothed targets, so that an all-right set does not get T near 0;
 - every other kind (free strings, wide integers, numbers, objects, arrays) gets **Platt scaling**,
   p' = σ(a·logit(p) + b), fitted with Platt's smoothed targets: two parameters, a sane fit on a few
   dozen labels, where isotonic regression (PAV) needs hundreds per question to stop being a step
@@ -160,10 +161,21 @@ def _nll(p: np.ndarray, y: np.ndarray) -> float:
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
 
 
+def smoothed_targets(correct: Any) -> np.ndarray:
+    """Platt's targets: (N₊ + 1)/(N₊ + 2) for a right answer, 1/(N₋ + 2) for a wrong one. Fitted to
+    hard 0/1 labels, a set with no wrong answer (or no right one) is best fitted by a map that
+    promises certainty: a temperature near 0 that made a 0.6 answer 0.97 and hid it from review."""
+    y = np.asarray(correct, dtype=np.float64)
+    positives = float(y.sum())
+    negatives = len(y) - positives
+    return np.where(y > 0.5, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+
+
 def fit_temperature(confidence: Any, correct: Any, options: Any = 2) -> Map:
-    """T minimising the log loss of the tempered confidences (`options`: K per answer, or one K
-    for all), by golden-section search on log T."""
-    z, y = _logit(confidence), np.asarray(correct, dtype=np.float64)
+    """T minimising the log loss of the tempered confidences against Platt's smoothed targets
+    (`smoothed_targets`; `options`: K per answer, or one K for all), by golden-section search on
+    log T."""
+    z, y = _logit(confidence), smoothed_targets(correct)
     offset = _offset(np.broadcast_to(np.asarray(options), z.shape))
     lo, hi = math.log(0.02), math.log(100.0)
     ratio = (math.sqrt(5) - 1) / 2
@@ -191,10 +203,7 @@ def fit_platt(confidence: Any, correct: Any, ridge: float = 1e-2) -> Map:
     """(a, b) of σ(a·logit(p) + b) by damped Newton steps on the log loss, with Platt's smoothed
     targets ((N₊ + 1)/(N₊ + 2) and 1/(N₋ + 2)) and a ridge pulling (a, b) towards (1, 0), so that
     a separable, one-class or saturated set (confidences of 1.0) still gives a sane map."""
-    z, y = _logit(confidence), np.asarray(correct, dtype=np.float64)
-    positives = float(y.sum())
-    negatives = len(y) - positives
-    t = np.where(y > 0.5, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+    z, t = _logit(confidence), smoothed_targets(correct)
     x = np.stack([z, np.ones_like(z)], axis=1)
     prior = np.array([1.0, 0.0])
 

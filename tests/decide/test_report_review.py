@@ -108,3 +108,71 @@ def test_review_queue_and_charts_in_headless_chromium(calibrated_job: Path) -> N
         assert errors == []
     finally:
         driver.quit()
+
+
+# Every row partial: `ref` is an extract question no document has a span for.
+PARTIAL_SPEC = {
+    "questions": [
+        {"id": "eligible", "text": "Is the claim eligible?", "schema": {"type": "boolean"}},
+        {"id": "ref", "text": "Which reference?", "extract": True,
+         "schema": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"}},
+    ]
+}  # fmt: skip
+
+
+def test_a_partial_row_is_listed_with_its_failed_answer(tiny_checkpoint, tmp_path: Path) -> None:
+    """A row sent to review for a failed answer was listed under its least confident *other*
+    answer (0.9-something, far above the threshold), and a row with no other answer not at all;
+    an uncalibrated run's mean raw confidence was called an expected accuracy."""
+    docs = write_docs(tmp_path / "in.parquet", 4, seed=3)
+    (tmp_path / "spec.json").write_text(json.dumps(PARTIAL_SPEC))
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(docs), "--spec", str(tmp_path / "spec.json"),
+                                       "--model", str(model), "--no-progress", "-o", str(out),
+                                       "--review-below", "0.001"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    validate_report(report)
+    queue = report["calibration"]["review_queue"]
+    assert [r["doc_id"] for r in queue] == [f"doc-{i:05d}" for i in range(4)]
+    for entry in queue:
+        assert entry["question"] == "ref" and entry["confidence"] is None
+        assert "no span of the document" in entry["error"]
+    page = (out / "report.html").read_text()
+    review = page[page.index('<section id="review"') : page.index('<section id="calibration"')]
+    assert review.count("no answer: question &#39;ref&#39; (extract): no span") == 4
+    assert "expected accuracy" not in review and "mean confidence (uncalibrated" in review
+
+
+def test_a_review_queue_without_rows_says_so() -> None:
+    from decide.report_html import _environment
+    from decide.report_review_html import review_context
+
+    review = {"below": 0.5, "calibrated": False, "rows": 0, "ok_rows": 3, "share": 0.0,
+              "accepted_answers": 6, "expected_accuracy_accepted": 0.93}  # fmt: skip
+    curve = [{"threshold": 0.5, "coverage": 1.0, "expected_accuracy": 0.93}]
+    context = review_context({"calibration": {
+        "calibrated": False, "source": None, "forced": False, "fitted": None, "reliability": [],
+        "reliability_before": [], "risk_coverage": curve, "review": review, "review_queue": [],
+    }})  # fmt: skip
+    page = _environment().get_template("review.html.j2").render(r=context)
+    assert "No row was sent to review." in page and "review-table" not in page
+    assert "expected accuracy" not in page  # uncalibrated: a mean confidence, labelled so
+
+
+def test_a_calibration_with_null_measures_still_renders() -> None:
+    """calibration.schema.json lets a measure or a bin's bound be null; the page formatted them
+    with `:.3f` and the run ended in a TypeError (exit 3) after every row was decided."""
+    from decide.report_review_html import review_context
+
+    measures = {"answers": 0, "ece": None, "brier": None, "accuracy": None,
+                "mean_confidence": None}  # fmt: skip
+    bins = [{"low": None, "high": None, "confidence": 0.8, "accuracy": 0.7, "count": 3}]
+    context = review_context({"calibration": {
+        "calibrated": True, "source": "c.json", "forced": False,
+        "fitted": {"before": measures, "after": measures}, "reliability": bins,
+        "reliability_before": bins, "risk_coverage": [], "review": None, "review_queue": [],
+    }})  # fmt: skip
+    assert context is not None and context["fitted"] == "ECE – → –, Brier – → –"
+    assert "confidence –––" in context["reliability"]["series"][0]["points"][0]["title"]

@@ -200,6 +200,7 @@ def test_calibration_for_another_model_or_spec_exits_2(job: dict) -> None:
                                            "--calibration", str(other)])  # fmt: skip
         assert result.exit_code == 2, result.output
         assert "fitted for another" in result.output and "--force-calibration" in result.output
+        assert f"fitted on the job in {where / 'raw'}" in result.output  # which labelled job
         assert not list((where / f"refused-{key}").glob("answers/part-*"))
     forced = CliRunner().invoke(main, [*args, "-o", str(where / "forced"), "--calibration",
                                        str(other), "--force-calibration"])  # fmt: skip
@@ -338,3 +339,183 @@ def test_a_partial_row_goes_to_review_however_confident_its_other_answers() -> N
     )
     plan = ConfidencePlan(None, 0.9, {"model": "m", "spec": "s"}, {})
     assert plan.frame(frame)["review"].to_list() == [False, True, True, False]
+
+
+def test_all_right_labels_do_not_make_every_answer_certain() -> None:
+    """Fitted to hard 0/1 labels, a boolean question whose 40 answers were all right got T near
+    0 (0.11 on the example claims' `policy_active`): a raw 0.6 became 0.97, so no doubtful answer
+    of it ever reached the review queue. Platt's smoothed targets keep T sane."""
+    rng = np.random.default_rng(4)
+    confidence = rng.uniform(0.95, 0.999, 40)
+    for right in (np.ones(40), (confidence > 0.97).astype(float)):  # all right; some wrong
+        fitted = cal.fit_map("boolean", confidence, right)
+        assert fitted.method == "temperature" and fitted.temperature > 0.5
+        assert float(fitted(0.6)) < 0.75 and float(fitted(0.999)) < 1 - 1e-4
+
+
+def _copy_job(where: Path, to: Path, change) -> Path:
+    """The job in `where / "raw"` copied to `to`, each answer part rewritten by `change`."""
+    import shutil
+
+    shutil.copytree(where / "raw", to)
+    for part in (to / "answers").glob("part-*.parquet"):
+        change(pl.read_parquet(part)).write_parquet(part)
+    return to
+
+
+def test_a_nan_confidence_is_skipped_with_a_message_not_fitted(job: dict, tmp_path: Path) -> None:
+    """One NaN confidence used to go into the fit: NaN bins in calibration.json (invalid JSON),
+    and a NaN Platt map makes every calibrated confidence NaN, which no threshold is above."""
+    where = job["where"]
+
+    def poison(frame: pl.DataFrame) -> pl.DataFrame:
+        bad = pl.col("doc_id") == "doc-00004"
+        for qid in ("kind", "amount"):
+            value = (
+                pl.when(bad).then(float("nan")).otherwise(pl.col("confidence").struct.field(qid))
+            )
+            frame = frame.with_columns(pl.col("confidence").struct.with_fields(value.alias(qid)))
+        return frame
+
+    clean = _copy_job(where, tmp_path / "clean", lambda frame: frame)
+    raw = _copy_job(where, tmp_path / "raw", poison)
+    labels = {}
+    for name in ("clean", "raw"):
+        output = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(main, ["calibrate", str(tmp_path / name),
+                                           str(where / "gold.parquet"), "-o", str(output)])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        labels[name] = json.loads(output.read_text())["questions"]
+    assert clean != raw
+    for qid in ("kind", "amount"):
+        assert (f"row 4 (doc_id 'doc-00004'): gold for {qid!r} skipped, the job's confidence "
+                "nan is not a number in [0, 1]") in result.output  # fmt: skip
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} in calibration.json")
+
+    json.loads(output.read_text(), parse_constant=refuse)
+    for qid in ("kind", "amount"):
+        assert labels["raw"][qid]["labels"] == labels["clean"][qid]["labels"] - 1
+
+
+def test_a_map_with_a_nan_parameter_is_refused_naming_it(tmp_path: Path) -> None:
+    from decide.jobs.calibrate import Labels, build_document
+
+    labels, rng = Labels(), np.random.default_rng(5)
+    for c in rng.uniform(0.5, 1.0, 60):
+        labels.add("name", {"type": "string"}, c, rng.random() < c)
+    fingerprints = {"model": "0" * 16, "spec": "1" * 16}
+    document = build_document(labels, fingerprints, job="job", gold="gold")
+    document["questions"]["name"]["map"] = {"method": "platt", "a": float("nan"), "b": 0.0}
+    (tmp_path / "c.json").write_text(json.dumps(document))  # Python writes NaN
+    with pytest.raises(SpecError, match=r"c\.json: .*/questions/name/map/a: nan is not a finite"):
+        ConfidencePlan(tmp_path / "c.json", 0.9, fingerprints, {"name": {"type": "string"}})
+
+
+def test_a_row_with_a_nan_confidence_goes_to_review() -> None:
+    """NaN compares below nothing and `min_horizontal` passes over it: such a row was accepted."""
+    frame = pl.DataFrame({"status": ["ok", "ok", "ok"], "partial": [False, False, False],
+                          "confidence": [{"a": 0.99, "z": float("nan")}, {"a": 0.99, "z": 0.98},
+                                         {"a": float("inf"), "z": 0.99}]})  # fmt: skip
+    plan = ConfidencePlan(None, 0.9, {"model": "m", "spec": "s"}, {})
+    assert plan.frame(frame)["review"].to_list() == [True, False, True]
+
+
+def test_an_unwritable_calibration_path_exits_2_with_a_message(job: dict, tmp_path: Path) -> None:
+    where = job["where"]
+    output = tmp_path / "no-such-dir" / "c.json"
+    result = CliRunner().invoke(main, ["calibrate", str(where / "raw"),
+                                       str(where / "gold.parquet"), "-o", str(output)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"error: {output}: cannot write the calibration (No such file" in result.output
+
+
+def test_resume_names_the_calibration_files_it_compares(job: dict, tmp_path: Path) -> None:
+    where, args = job["where"], job["args"]
+    if not (where / "calibration.json").is_file():
+        test_decide_calibrate_skips_bad_rows_with_a_message(job)
+    out = tmp_path / "out"
+    first = CliRunner().invoke(main, [*args, "-o", str(out), "--review-below", "0.5"])
+    assert first.exit_code == 0, first.output
+    calibration = where / "calibration.json"
+    again = CliRunner().invoke(main, [*args, "-o", str(out), "--resume", "--review-below", "0.5",
+                                      "--calibration", str(calibration)])  # fmt: skip
+    assert again.exit_code == 2
+    assert ("the earlier run of this directory used no calibration file, this run calibration "
+            f"file {calibration} (sha256 ") in again.output  # fmt: skip
+    assert "None" not in again.output
+
+
+# A job with integer doc ids, per-row questions on half its rows, and a derived question.
+ROW_QUESTIONS = [{"id": "tier", "text": "Which tier?", "schema": json.dumps({"enum": ["a", "b"]})}]
+ROW_SPEC = {
+    "questions": [
+        {"id": "eligible", "text": "Is the claim eligible?", "schema": {"type": "boolean"}},
+        {"id": "police", "text": "Was a police report filed?",
+         "schema": {"type": ["boolean", "null"]}},
+        {"id": "flag", "text": "Flagged?", "derive": "eligible",
+         "schema": {"type": ["boolean", "null"]}},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def row_job(tiny_checkpoint, tmp_path_factory) -> dict:
+    where = tmp_path_factory.mktemp("calibration-row-job")
+    write_docs(where / "docs.parquet", 8, seed=9)
+    docs = pl.read_parquet(where / "docs.parquet").with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("doc_id"),
+        pl.Series("questions", [ROW_QUESTIONS] * 4 + [None] * 4),
+    )
+    docs.write_parquet(where / "in.parquet")
+    (where / "spec.json").write_text(json.dumps(ROW_SPEC))
+    model = tiny_checkpoint("bert", vocab="small", init_std=0.2)
+    result = CliRunner().invoke(main, ["run", str(where / "in.parquet"), "--spec",
+                                       str(where / "spec.json"), "--model", str(model),
+                                       "--no-progress", "-o", str(where / "raw")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return {"where": where, "answers": read_answers(where / "raw")}
+
+
+def _row_gold(row_job: dict, ids) -> Path:
+    answers = row_job["answers"]
+    path = row_job["where"] / f"gold-{ids.__name__}.parquet"
+    rows = [{"doc_id": ids(d), "gold": a} for d, a in zip(answers["doc_id"],
+                                                           answers["answers_json"], strict=True)]  # fmt: skip
+    pl.DataFrame(rows).write_parquet(path)
+    return path
+
+
+def test_per_row_question_schemas_come_from_the_job_input(row_job: dict) -> None:
+    """A gold file without a `questions` column gave per-row questions the schema `true`: kind
+    "other" (a Platt map for an enum) and an absent_below suggestion for an enum without an
+    absent value; a derived question was offered an absent_below the spec refuses."""
+    where = row_job["where"]
+    gold = _row_gold(row_job, int)
+    result = CliRunner().invoke(main, ["calibrate", str(where / "raw"), str(gold), "-o",
+                                       str(where / "int.json"), "--min-labels", "2"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads((where / "int.json").read_text())
+    tier = document["questions"]["tier"]
+    assert tier["kind"] == "enum" and tier["labels"] == 4
+    assert tier["map"]["method"] == "temperature" and tier["map"]["options"] == 2
+    assert set(document["absent_below"]) == {"police"}  # not tier (no absent), not flag (derived)
+    assert "flag: absent_below" not in result.output
+
+
+def test_gold_ids_as_text_match_a_job_of_integer_ids(row_job: dict) -> None:
+    where = row_job["where"]
+    gold = _row_gold(row_job, str)  # "3" for the job's 3
+    result = CliRunner().invoke(main, ["calibrate", str(where / "raw"), str(gold), "-o",
+                                       str(where / "str.json"), "--min-labels", "2"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "8 gold rows, " in result.output and "not in the job" not in result.output
+    document = json.loads((where / "str.json").read_text())
+    assert document["questions"]["tier"]["kind"] == "enum"  # the input's ids matched as text
+    null = pl.DataFrame({"doc_id": [None, "0"], "gold": ["{}", "{}"]}, schema={
+        "doc_id": pl.String, "gold": pl.String})  # fmt: skip
+    null.write_parquet(where / "null.parquet")
+    result = CliRunner().invoke(main, ["calibrate", str(where / "raw"), str(where / "null.parquet"),
+                                       "-o", str(where / "null.json")])  # fmt: skip
+    assert "null.parquet row 0 (doc_id None): skipped, doc_id is null" in result.output
