@@ -427,12 +427,15 @@ def load_spec(path: str | Path) -> JobSpec:
             "questions": [_bundled(q, i, path) for i, q in enumerate(data["questions"])],
         }
     spec = parse_spec(data, str(path))
-    if spec.model is not None:
-        # A relative `model:` is the spec's neighbour (the spec works from any directory); one
-        # that is only there from the working directory, as read before 2026-12-07, still is.
-        beside = path.parent / Path(spec.model).expanduser()
-        if not Path(spec.model).expanduser().is_absolute() and beside.exists():
-            spec = spec.model_copy(update={"model": str(beside)})
+    # A relative `model:` or `calibration:` is the spec's neighbour (the spec works from any
+    # directory); one that is only there from the working directory, as read before 2026-12-07,
+    # still is.
+    for key in ("model", "calibration"):
+        given = getattr(spec, key)
+        if given is not None and not Path(given).expanduser().is_absolute():
+            beside = path.parent / Path(given).expanduser()
+            if beside.exists():
+                spec = spec.model_copy(update={key: str(beside)})
     return spec
 
 

@@ -179,7 +179,8 @@ def test_yaml_specs_are_read_as_yaml_1_2(tmp_path: Path) -> None:
 
 def test_a_relative_model_is_found_beside_the_spec(tmp_path: Path, monkeypatch) -> None:
     """`model: ../ck/m` in jobs/spec.yaml worked only from jobs/: from elsewhere it was "no such
-    model directory". One found only from the working directory (read so before) still is."""
+    model directory". One found only from the working directory (read so before) still is. The
+    same for `calibration:`."""
     (tmp_path / "ck" / "m").mkdir(parents=True)
     (tmp_path / "jobs").mkdir()
     spec = tmp_path / "jobs" / "spec.yaml"
@@ -189,4 +190,10 @@ def test_a_relative_model_is_found_beside_the_spec(tmp_path: Path, monkeypatch) 
     (tmp_path / "here").mkdir()
     spec.write_text("model: here\nquestions:\n  - {id: a, text: A?, schema: {type: boolean}}\n")
     assert load_spec(spec).model == "here"  # not beside the spec: as given, from the cwd
+    # `calibration:` too (it was read from the working directory only: "cannot read")
+    (tmp_path / "jobs" / "cal.json").write_text("{}")
+    spec.write_text(
+        "calibration: cal.json\nquestions:\n  - {id: a, text: A?, schema: {type: boolean}}\n"
+    )
+    assert Path(load_spec(spec).calibration).resolve() == (tmp_path / "jobs" / "cal.json").resolve()
     assert load_spec(spec).fingerprint() == parse_spec(read_yaml(spec.read_text())).fingerprint()
