@@ -189,7 +189,8 @@ def _recipe_fraction(flag: str, text: str):
     "--resume",
     is_flag=True,
     help="Continue the run in OUTPUT (or the recipe's), with the same data and options. "
-    "Without it, OUTPUT must be new or empty.",
+    "Without it, OUTPUT must be new or empty. A run stopped early (--stop-at, --minutes, "
+    "Ctrl-C) keeps its optimizer state for this; a finished one drops it.",
 )
 @click.option("--progress/--no-progress", default=None)
 def train(

@@ -355,8 +355,10 @@ def _file_step(path: Path) -> int | None:
 
 def _check_state(out: Path) -> None:
     """Refuse a checkpoint whose files hold different steps (a run stopped while saving)."""
-    step = json.loads((out / STATE_JSON).read_text())["step"]
-    for name in ("model.safetensors", STATE_WEIGHTS):
+    meta = json.loads((out / STATE_JSON).read_text())
+    step = meta["step"]
+    names = ["model.safetensors"] if meta.get("complete") else ["model.safetensors", STATE_WEIGHTS]
+    for name in names:
         if not (out / name).is_file():
             raise SpecError(f"{out}: {STATE_JSON} is there but {name} is not: the run's last "
                             "checkpoint is incomplete and cannot be resumed; train again into "
@@ -526,6 +528,9 @@ def train(
     )  # fmt: skip
     step, history = 0, []
     if source == out:
+        if json.loads((out / STATE_JSON).read_text()).get("complete"):
+            log(f"{out}: the run is complete; nothing to resume")
+            return json.loads((out / SUMMARY_JSON).read_text())
         step, history = _load_state(out, optimizer)
         log(f"resuming at step {step}")
     batches = BatchSource(builder, rows, config, step)
@@ -610,4 +615,8 @@ def train(
         "final_loss": history[-1]["loss"] if history else math.nan,
     }
     _write_json(out / SUMMARY_JSON, summary)
+    if step >= config.steps:  # complete: the optimizer state (twice the weights) has no use left
+        _write_json(out / STATE_JSON, {"step": step, "history": history, "complete": True},
+                    indent=None)  # fmt: skip
+        (out / STATE_WEIGHTS).unlink(missing_ok=True)
     return summary
