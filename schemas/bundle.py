@@ -140,10 +140,10 @@ class _Bundler:
             raise MalformedSchema(shown, "$ref", f"{ref!r}: {path} is not UTF-8 text") from exc
         yaml = path.suffix.lower() in (".yaml", ".yml")
         try:
-            if yaml:
-                from decide.jobs.spec import read_yaml
+            if yaml:  # YAML 1.2, as the spec is read (`jobs.spec.read_yaml`)
+                from ruamel.yaml import YAML
 
-                data = read_yaml(text)
+                data = YAML(typ="safe", pure=True).load(text)
             else:
                 data = json.loads(text)
         except Exception as exc:  # json.JSONDecodeError; ruamel's errors share no base class
