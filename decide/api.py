@@ -247,8 +247,10 @@ class Decider:
             if isinstance(documents, Mapping)
             else list(enumerate(documents))
         )
-        # A missing text as pandas gives it (NaN, `pd.NA`) is a null document, as None is.
-        pairs = [(key, None if _missing(text) else text) for key, text in pairs]
+        # A missing text as pandas gives it (NaN, `pd.NA`) is a null document, as None is; a
+        # numpy key (`dict(zip(array, texts))`) is the Python value it holds, so it names and
+        # seeds its document as that value does in a parquet job.
+        pairs = [(_plain(key), None if _missing(text) else text) for key, text in pairs]
         for key, text in pairs:
             _check_document(text, f"decide_many: document {key!r}")
         compiled = self._compile(questions)
@@ -261,6 +263,12 @@ class Decider:
             if d.error is not None:
                 d.error = api_message(d.error)
         return decisions
+
+
+def _plain(key: Any) -> Any:
+    """A numpy scalar key (`np.int64(7)`, `np.str_("a")`) as the Python value it holds: its
+    `repr`, which seeds a sampled document (`document_seed`), is not that value's."""
+    return key.item() if isinstance(key, np.integer | np.floating | np.str_ | np.bool_) else key
 
 
 def _missing(value: Any) -> bool:

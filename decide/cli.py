@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,20 @@ def _rope(config: Any) -> str:
     return f"{config.rope_theta:g} (from {config.rope_theta_source})"
 
 
+def _unread_tensors(family: Any, model_dir: Path) -> Callable[[str], bool]:
+    """The stored tensors the model never reads, as `load_model` skips them: those its family
+    ignores, and a tied config's head (the weight map of the same config untied names it), whose
+    stored copy is the embedding again."""
+    from decide.engine.loader import read_config
+
+    fields = family.parse(read_config(model_dir))
+    head: set[str] = set()
+    if fields.get("tie_word_embeddings"):
+        untied = family.weight_names({**fields, "tie_word_embeddings": False})
+        head = set(untied) - set(family.weight_names(fields))
+    return lambda name: family.ignore(name) or name in head
+
+
 @main.command()
 @click.argument("model_dir", type=click.Path(path_type=Path), required=False)
 def inspect(model_dir: Path | None) -> None:
@@ -132,7 +146,9 @@ def inspect(model_dir: Path | None) -> None:
     try:
         model_dir = resolve_model_path(model_dir)
         family, config, tokenizer = load_config(model_dir)
-        params, by_dtype, files = describe_weights(model_dir)
+        params, by_dtype, files = describe_weights(
+            model_dir, _unread_tensors(family, model_dir), family.rename
+        )
     except (ModelLoadError, SpecError) as exc:
         _fail(str(exc))
         return

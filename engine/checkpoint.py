@@ -200,12 +200,22 @@ def read_weights(
         yield dst, source.get(src, dtype)
 
 
-def describe_weights(model_dir: Path) -> tuple[int, dict[str, int], list[Path]]:
-    """Parameter count, parameters per stored dtype, and files: read from headers only."""
+def describe_weights(
+    model_dir: Path,
+    unread: Callable[[str], bool] = lambda name: False,
+    rename: Callable[[str], str] | None = None,
+) -> tuple[int, dict[str, int], list[Path]]:
+    """Parameter count, parameters per stored dtype, and files: read from headers only.
+
+    A tensor `unread` names (after `rename`, as `read_weights` takes `ignore`) is one the model
+    never reads and is not counted: above all the copy of a tied head some exporters store
+    beside the embedding it shares, which would count that matrix twice."""
     files = weight_files(model_dir)
-    source = TensorSource(files)
+    source = TensorSource(files, rename)
     count, by_dtype = 0, {}
     for name in source.names():
+        if unread(name):
+            continue
         numel = 1
         for dim in source.shape(name):
             numel *= dim

@@ -34,7 +34,7 @@ from decide.engine.loader import load_config
 from .decisions import Decision, DecisionEngine
 from .evidence import Evidence
 from .failures import FailureKind
-from .inputs import CARRIED, InputPlan, inspect_inputs, stream
+from .inputs import CARRIED, InputPlan, inspect_inputs, read_arrow, stream
 from .models import resolve_model_path
 from .output import OutputDir
 from .pack import Packer
@@ -208,6 +208,7 @@ def _decisions(
     def keep(batch):
         import pyarrow.compute as pc
 
+        batch = read_arrow(batch, plan)  # categorical, uuid and all-null columns as `stream`
         ids = batch.column(id_col)
         excluded = ray.get(skip_ref)
         mask = pc.and_(pc.invert(pc.is_null(ids)),

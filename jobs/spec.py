@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -219,6 +220,19 @@ class Windows(Strict):
     # chosen on validation documents; 0 reads every window) is not decided for it.
     evidence_ranker: bool = True
     min_evidence: float | None = Field(None, ge=0.0, le=1.0)
+
+    @field_validator("overlap")
+    @classmethod
+    def _overlap_below_tokens(cls, overlap: int, info: ValidationInfo) -> int:
+        # Consecutive windows cannot share a whole window or more (they used to be clamped to a
+        # quarter of one without a word, whatever was asked).
+        tokens = info.data.get("tokens")
+        if tokens is not None and overlap >= tokens:
+            raise ValueError(
+                f"overlap ({overlap} tokens) must be below windows.tokens ({tokens}); "
+                f"consecutive windows share at most a quarter of a window ({tokens // 4} tokens)"
+            )
+        return overlap
 
 
 class InputColumns(Strict):
