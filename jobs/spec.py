@@ -74,7 +74,7 @@ class Question(Strict):
     # Answer the absent value (`absent:`, or null) instead of a value decoded with a confidence
     # below this (`jobs.withhold`); overrides `decoding.absent_below`. Changes answers: part of
     # the fingerprint when set.
-    absent_below: float | None = Field(None, gt=0.0, le=1.0)
+    absent_below: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _not_both(self) -> Question:
@@ -150,13 +150,13 @@ _DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 4)
 
 
 class Decoding(Strict):
-    threshold: float = Field(0.9, gt=0.0, le=1.0)
+    threshold: float = Field(0.9, gt=0.0, le=1.0, allow_inf_nan=False)
     # At most this many denoising steps per unit, then its open positions are committed
     # greedily (`engine.commit`); null: no cap. Left out, 3; with `max_tokens_per_step` set
     # (which asks for many small steps), no cap. A resumed job keeps the cap it started with
     # (`JobSpec.continuing`).
     max_steps: int | None = Field(DEFAULT_MAX_STEPS, ge=1)
-    temperature: float = Field(0.0, ge=0.0)
+    temperature: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     seed: int = 0
     cache: bool = True
     # After a block's first forward, steps recompute only its open and newly committed
@@ -172,7 +172,7 @@ class Decoding(Strict):
     # An answer decoded with a confidence below this becomes its question's absent value
     # (`absent:`, or null where the schema admits it; questions with neither keep theirs), the
     # value kept in the `withheld_json` column (`jobs.withhold`, docs/jobs.md). Off by default.
-    absent_below: float | None = Field(None, gt=0.0, le=1.0)
+    absent_below: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -212,14 +212,14 @@ class Windows(Strict):
     tokens: int | None = Field(None, ge=16)
     overlap: int = Field(64, ge=0)
     top_k: int | None = Field(None, ge=1)
-    confident: float = Field(0.5, gt=0.0, le=1.0)
+    confident: float = Field(0.5, gt=0.0, le=1.0, allow_inf_nan=False)
     questions: int = Field(BLOCK_QUESTIONS, ge=1, le=BLOCK_QUESTIONS)
     # The model's learnt evidence ranker (`evidence_ranker.json`, jobs.evidence_ranker) ranks the
     # windows of the questions it was fitted for instead of BM25; a window whose evidence
     # probability for such a question is below `min_evidence` (default: the ranker's threshold,
     # chosen on validation documents; 0 reads every window) is not decided for it.
     evidence_ranker: bool = True
-    min_evidence: float | None = Field(None, ge=0.0, le=1.0)
+    min_evidence: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
 
     @field_validator("overlap")
     @classmethod
@@ -258,7 +258,7 @@ class JobSpec(Strict):
     # so neither is part of the fingerprint.
     calibration: str | None = None
     # Rows with any answer's (calibrated) confidence below this go to review.parquet.
-    review_below: float | None = Field(None, gt=0.0, le=1.0)
+    review_below: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False)
     # An answer that fails on its own (an extract question with no span, a derived answer with a
     # missing input) leaves the row ok and partial ("keep"), or fails the row ("error").
     partial_rows: Literal["keep", "error"] = "keep"

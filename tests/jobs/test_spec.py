@@ -117,8 +117,11 @@ def test_a_resumed_job_keeps_the_step_cap_it_started_with() -> None:
         ({"questions": [QUESTION], "decoding": {"temp": 1}}, "decoding.temp"),
         ({"questions": [QUESTION], "long_documents": "skip"}, "long_documents"),
         ({"questions": [{"id": "a", "text": "t"}]}, "questions.0.schema"),
+        # NaN passed every bound ("should be less than or equal to 1" at best), infinity too
+        ({"questions": [QUESTION], "review_below": float("nan")}, "review_below: Input should be a finite"),
+        ({"questions": [QUESTION], "decoding": {"temperature": float("inf")}}, "temperature: Input should be a finite"),
     ],
-)
+)  # fmt: skip
 def test_bad_specs_name_the_field(data: dict, where: str) -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(data, "job.yaml")
