@@ -181,6 +181,87 @@ class Decider:
         self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
         self._spec = spec
         self._fitting: set[str] = set()  # question sets found to fit the model
+        self._questions: list[Question] | None = None  # asked when a call gives none
+        self._confidence: Any = None  # the spec's calibration and review threshold
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: JobSpec | PathLike,
+        model: str | Path | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 16,
+        force_calibration: bool = False,
+    ) -> Decider:
+        """A Decider that decides as `decide run --spec` does: the spec's model (unless `model`
+        is given), decoding, instruction, rules, long-document policy and windows, partial rows
+        and dates; `decide`/`decide_many` ask the spec's questions when a call gives none. A
+        spec's `calibration` maps each decision's `confidence` (the engine's stays in
+        `raw_confidence`), refused as `decide run` refuses it when fitted for another model or
+        spec (unless `force_calibration`); with `review_below`, `Decision.review` says whether
+        `decide run` would send the row to review. `spec` is a `JobSpec` or a spec file."""
+        from decide.engine.loader import model_fingerprint
+        from decide.jobs.calibrate import ConfidencePlan
+
+        if not isinstance(spec, JobSpec | str | os.PathLike):
+            raise TypeError("Decider.from_spec: spec must be a JobSpec (load_spec('job.yaml')) "
+                            f"or a path to a spec file, got {type(spec).__name__}")  # fmt: skip
+        spec = _job_spec(spec)
+        self = cls.__new__(cls)
+        path = resolve_model_path(model if model is not None else spec.model)
+        self.loaded = load_model(path, device=resolve_device(device), dtype=dtype)
+        self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
+        self._spec = spec
+        self._fitting = set()
+        self._questions = list(spec.questions) or None
+        self._confidence = None
+        if spec.calibration is not None or spec.review_below is not None:
+            fingerprints = {"model": model_fingerprint(path), "spec": spec.fingerprint()}
+            try:
+                self._confidence = ConfidencePlan(
+                    spec.calibration, spec.review_below, fingerprints,
+                    {q.id: q.schema_ for q in spec.questions}, force=force_calibration,
+                )  # fmt: skip
+            except SpecError as exc:
+                raise SpecError(api_message(str(exc))) from exc
+        return self
+
+    def _asked(self, questions: Questions | None, what: str) -> Questions:
+        if questions is not None:
+            return questions
+        if self._questions is None:
+            raise TypeError(f"{what}: no questions given, and this Decider has none of its own "
+                            "(Decider.from_spec gives it a spec's)")  # fmt: skip
+        return self._questions
+
+    def _calibrated(self, decision: Decision, qset: QuestionSet) -> None:
+        """The spec's calibration and review flag on one decision, as `decide run` applies
+        them to its rows (`ConfidencePlan.frame`)."""
+        from decide.jobs import calibration as cal
+
+        plan = self._confidence
+        if plan is None or not decision.ok or decision.confidence is None:
+            return
+        if plan.document is not None:
+            schemas = {q.id: q.schema for q in qset.questions}
+            raw = dict(decision.confidence)
+            decision.raw_confidence = raw
+            decision.confidence = {
+                qid: p if p is None else float(plan.fitted.map_for(
+                    qid, plan.kinds.get(qid, cal.schema_kind(schemas.get(qid))),
+                    plan.options.get(qid, cal.schema_options(schemas.get(qid))),
+                )(np.array([p], dtype=np.float64))[0])
+                for qid, p in raw.items()
+            }  # fmt: skip
+        if plan.review_below is not None:
+            values = [p for p in decision.confidence.values() if p is not None]
+            decision.review = bool(
+                decision.partial
+                or any(not np.isfinite(p) for p in values)
+                or any(p < plan.review_below for p in values)
+            )
 
     def _compile(self, questions: Questions) -> QuestionSet:
         asked = _questions(questions)
@@ -205,14 +286,15 @@ class Decider:
             self._fitting.add(qset.fingerprint)
         return qset
 
-    def decide(self, document: str, questions: Questions) -> Decision:
+    def decide(self, document: str, questions: Questions | None = None) -> Decision:
         """Decide one document; raises `DecisionError` (`.kind`, `.message`, `.decision`) when
         it cannot be decided. A partial decision (`partial`, see `errors`) is returned.
         `questions` may also be a Pydantic model class or an object schema: one question per
         property (`questions_from_model`). A document that is neither a `str` nor `None` (a
-        null document, which cannot be decided) raises `TypeError`."""
+        null document, which cannot be decided) raises `TypeError`. Without `questions`, the
+        spec's (`Decider.from_spec`)."""
         _check_document(None if _missing(document) else document, "decide: document")
-        decision = self.decide_many([document], questions)[0]
+        decision = self.decide_many([document], self._asked(questions, "decide"))[0]
         if not decision.ok:
             kind = decision.kind or FailureKind.internal_error
             message = api_message(decision.error or "the document could not be decided")
@@ -223,14 +305,15 @@ class Decider:
     def decide_many(
         self,
         documents: Iterable[str] | Mapping[Any, str],
-        questions: Questions,
+        questions: Questions | None = None,
     ) -> list[Decision]:
         """Decide many documents against the same questions; decisions come back in input
         order (a mapping's keys become the decisions' `doc_id`, else the position; with
         `temperature > 0` each document is sampled with a seed of its `doc_id`, so pass a
         mapping for samples that do not move with a document's place in a list). One string
         instead of many documents, or a document that is neither a `str` nor `None`, raises
-        `TypeError`."""
+        `TypeError`. Without `questions`, the spec's (`Decider.from_spec`)."""
+        questions = self._asked(questions, "decide_many")
         if isinstance(documents, str | bytes | bytearray):
             raise TypeError(
                 "decide_many: takes an iterable or a mapping of documents, not one "
@@ -262,6 +345,7 @@ class Decider:
         for d in decisions:
             if d.error is not None:
                 d.error = api_message(d.error)
+            self._calibrated(d, compiled)
         return decisions
 
 

@@ -73,6 +73,11 @@ class Decision:
     # Answers given as absent because their confidence was below `absent_below`: per question,
     # the decoded value and its confidence (`jobs.withhold`).
     withheld: dict[str, dict[str, Any]] | None = None
+    # The Python API with a spec's calibration (`Decider.from_spec`): the engine's confidences
+    # (`confidence` is then calibrated), and with its `review_below` whether `decide run` would
+    # send this row to review (None: no threshold).
+    raw_confidence: dict[str, float] | None = None
+    review: bool | None = None
 
     @property
     def ok(self) -> bool:

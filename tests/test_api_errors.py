@@ -120,9 +120,11 @@ def test_questions_may_be_a_generator_and_none_is_named(decider: Decider) -> Non
     from_list = decider.decide(text, QUESTIONS[:2])
     from_generator = decider.decide(text, (q for q in QUESTIONS[:2]))
     assert from_generator.answers == from_list.answers
-    for bad in (None, 5):
-        with pytest.raises(SpecError, match="questions: expected a list of questions"):
-            decider.decide(text, bad)
+    with pytest.raises(SpecError, match="questions: expected a list of questions"):
+        decider.decide(text, 5)
+    # None: no questions given (a Decider made with `from_spec` asks its spec's)
+    with pytest.raises(TypeError, match="no questions given, and this Decider has none"):
+        decider.decide(text, None)
 
 
 @pytest.mark.parametrize(
