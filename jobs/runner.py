@@ -415,6 +415,11 @@ def prepare(
         usable = [schema for t in texts if (schema := _askable(qid, t)) is not None]
         if usable:
             schemas.setdefault(qid, []).extend(usable)
+    if not schemas:  # every row would fail, and the answers would have no column to go in
+        some = " (those the rows list do not compile)" if found.question_schemas else ""
+        raise SpecError(f"no question to ask: the spec has none and no row of the input asks "
+                        f"one{some}; give the spec questions or the rows a questions column "
+                        "that lists some")  # fmt: skip
     files = [input_file(p) for p in plan.files]
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest = Manifest.parse({

@@ -161,6 +161,25 @@ def test_a_refused_per_row_question_neither_names_nor_types_a_column(models, tmp
     assert report["counts"]["ok"] == 2 and (tmp_path / "out" / "report.html").is_file()
 
 
+@pytest.mark.parametrize(
+    "lists", [[[], []], [], [[{"id": "q", "text": "Q?", "schema": '{"type": "bogus"}'}]]]
+)
+def test_a_job_that_asks_no_question_is_refused(models, tmp_path, lists) -> None:
+    """A spec without questions whose rows ask none (empty lists, no rows, or only questions
+    that do not compile): the answers struct had no field, which parquet cannot hold, so the job
+    aborted with a polars traceback (exit 3) and again on every --resume. Now exit 2, nothing
+    written."""
+    kind = pl.List(pl.Struct({"id": pl.String, "text": pl.String, "schema": pl.String}))
+    pl.DataFrame({"doc_id": [f"d{i}" for i in range(len(lists))],
+                  "document": ["The total is 744 dollars."] * len(lists), "questions": lists},
+                 schema={"doc_id": pl.String, "document": pl.String,
+                         "questions": kind}).write_parquet(tmp_path / "in.parquet")  # fmt: skip
+    with pytest.raises(SpecError, match="no question to ask: the spec has none"):
+        run_job(parse_spec({"questions": []}), [tmp_path / "in.parquet"], tmp_path / "out",
+                model=models["sdar"], progress=False)  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
 def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     docs = write_docs(tmp_path / "in.parquet", 3)
     model = str(models["llada"])
