@@ -36,6 +36,7 @@ from decide.schemas.validate import check_questions as check_schemas
 from . import parquet
 from .calibrate import ConfidencePlan
 from .checks import rule_ids as cel_rule_ids
+from .checks import unknown_rule_id
 from .columns import JSON, Field, answer_fields, answers_dtype
 from .decisions import Decision, DecisionEngine, Item
 from .derive import DeriveError
@@ -404,10 +405,9 @@ def prepare(
     # Every id a rule reads must be one some row may ask (the spec's or a per-row question): a
     # rule over an id a row does not ask does not apply to it, so a typo would apply to none.
     asked = {q.id for q in spec.questions} | set(found.question_schemas)
-    for qid, pointer in rule_ids(spec).items():
-        if qid not in asked:
-            raise SpecError(f"rules: {pointer}: {qid!r} is not the id of any question of "
-                            "this job")  # fmt: skip
+    unknown = unknown_rule_id(rule_ids(spec), asked, "this job")
+    if unknown is not None:
+        raise SpecError(unknown)
     schemas: dict[str, list[Any]] = {q.id: [q.schema_] for q in spec.questions}
     for qid, texts in found.question_schemas.items():
         # Only what a row can ask types a column: a refused question (a bad id, a schema that

@@ -109,7 +109,8 @@ def test_a_rule_id_no_row_asks_is_refused_before_any_work(tiny_checkpoint, tmp_p
         pl.Series("questions", [[POLICE, B0]] * 3, dtype=pl.List(ROW))
     )
     rows.write_parquet(tmp_path / "rows.parquet")
-    with pytest.raises(SpecError, match="'polcie' is not the id of any question of this job"):
+    with pytest.raises(SpecError, match="'polcie' is not the id of any question of this job "
+                       r"\(b0, police\); did you mean 'police'\?"):  # fmt: skip
         run_job(parse_spec({"questions": [], "rules": typo}), [tmp_path / "rows.parquet"],
                 tmp_path / "out2", model=bert, progress=False)  # fmt: skip
     # the rows' own id is known: a rule over a per-row question in a spec with its own questions
