@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import math
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -63,7 +64,9 @@ def report_schema() -> dict[str, Any]:
 
 
 def validate_report(report: dict[str, Any]) -> None:
-    """Raise `ReportError` naming the first field that breaks `report.schema.json`."""
+    """Raise `ReportError` naming the first field that breaks `report.schema.json`, or the first
+    number that is NaN or infinite (JSON has none: Python would write `NaN`, which JSON parsers
+    refuse, and JSON Schema's bounds cannot refuse it)."""
     validator = jsonschema.Draft202012Validator(report_schema())
     errors = sorted(validator.iter_errors(report), key=lambda e: list(e.absolute_path))
     if errors:
@@ -71,6 +74,26 @@ def validate_report(report: dict[str, Any]) -> None:
         raise ReportError(
             f"report.json does not match report.schema.json at {where}: {errors[0].message}"
         )
+    where = _not_finite(report)
+    if where is not None:
+        raise ReportError(f"report.json holds a number that is not finite at {where}")
+
+
+def _not_finite(value: Any, where: str = "") -> str | None:
+    """The JSON pointer of the first float in `value` that is NaN or infinite, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where or "/"
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _not_finite(item, f"{where}/{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def _load(out: Path) -> tuple[Manifest, Parts]:
@@ -81,17 +104,21 @@ def _load(out: Path) -> tuple[Manifest, Parts]:
     paths = sorted((out / "answers").glob("part-*.parquet"))
     if not paths:
         raise ReportError(f"{out}: no answer parts in {out / 'answers'} (the job wrote none)")
-    types: dict[str, Path] = {}
-    for path in paths:  # footers only; a resume refuses other ids since 2026-12-07
+    # Footers only. A resume refuses other ids (since 2026-12-07) and other answer types, so
+    # parts that disagree were not written by one job: a part copied in from another, say.
+    types: dict[str, dict[str, Path]] = {}
+    for path in paths:
         try:
-            dtype = parquet.schema(path).get("doc_id")
+            schema = parquet.schema(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise ReportError(f"{path}: unreadable answer part ({exc})") from exc
-        types.setdefault(str(dtype), path)
-    if len(types) > 1:
-        found = ", ".join(f"{t} ({p.name} and after)" for t, p in types.items())
-        raise ReportError(f"{out}: its answer parts hold doc_id of different types: {found}; "
-                          "they cannot be read as one table")  # fmt: skip
+        for column, dtype in schema.items():
+            types.setdefault(column, {}).setdefault(str(dtype), path)
+    for column in sorted(types, key=lambda c: (c != "doc_id", c)):
+        if len(types[column]) > 1:
+            found = ", ".join(f"{t} ({p.name} and after)" for t, p in types[column].items())
+            raise ReportError(f"{out}: its answer parts hold {column} of different types: "
+                              f"{found}; they cannot be read as one table")  # fmt: skip
     return manifest, Parts(paths)
 
 
@@ -109,7 +136,8 @@ def build_report(out: Path) -> dict[str, Any]:
         reasons[NULL_DOC_ID] = reasons.get(NULL_DOC_ID, 0) + invalid
     answers = figures.answer_figures(parts)
     confidence, overall = figures.confidence_figures(parts)
-    empty = {"counts": [0] * figures.CONFIDENCE_BINS, "mean": None, "answered_mean": None}
+    empty = {"counts": [0] * figures.CONFIDENCE_BINS, "mean": None, "answered_mean": None,
+             "not_finite": 0}  # fmt: skip
     texts = {q.id: q.text for q in manifest.spec.questions}
     texts.update(_row_question_texts(out, manifest, [q for q in answers if q not in texts]))
     withheld = figures.withheld_counts(parts)
@@ -123,6 +151,7 @@ def build_report(out: Path) -> dict[str, Any]:
             "distribution": tally["distribution"],
             "confidence": {"counts": conf["counts"], "mean": conf["mean"]},
             "answered_confidence": conf["answered_mean"],
+            "confidence_not_finite": conf["not_finite"],
             "withheld": withheld.get(qid, 0),
             "unread": unread.get(qid, 0),
         })  # fmt: skip
@@ -134,6 +163,7 @@ def build_report(out: Path) -> dict[str, Any]:
     ]  # fmt: skip
     seconds = manifest.seconds or 0.0
     nfe, decided = totals["nfe"], totals["decided"]
+    _check_rows(out, manifest, decided)
     tokens, filler = totals["value_tokens"], totals["filler_tokens"]
     job = {
         "status": manifest.status, "model": manifest.model, "model_type": manifest.model_type,
@@ -177,6 +207,20 @@ def build_report(out: Path) -> dict[str, Any]:
     }
 
 
+def _check_rows(out: Path, manifest: Manifest, rows: int) -> None:
+    """Warn (on stderr) when the parts hold another number of rows than the manifest counts
+    decided: a part removed from `answers/`, or one copied in (its rows then count twice)."""
+    counts = manifest.counts
+    if not {"ok", "error"} & counts.model_fields_set:
+        return  # a manifest that does not count them
+    recorded = counts.ok + counts.error
+    if recorded != rows:
+        log.warning("%s: the answer parts hold %d rows, the manifest counts %d decided: parts "
+                    "were removed from or added to %s since the job wrote them; the report "
+                    "counts the rows of the parts",
+                    out, rows, recorded, out / "answers")  # fmt: skip
+
+
 def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
     """The rows the page embeds: failures, the least confident documents, a random sample; with
     their document text when the input files are still readable.
@@ -202,7 +246,8 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             .bottom_k(SAMPLE_RANDOM, by=["_key", "_row"]).sort(["_key", "_row"])
         )["_row"]  # fmt: skip
     order = pl.concat([failed, low, sample]).cast(pl.UInt32)
-    columns = SAMPLE_COLUMNS + [c for c in ("evidence", "withheld_json") if c in parts.schema]
+    optional = ("evidence", "withheld_json", "errors")
+    columns = SAMPLE_COLUMNS + [c for c in optional if c in parts.schema]
     found = figures.rows_by_index(parts, order, columns)
     chosen = order.to_frame("_row").join(found, on="_row", how="left", maintain_order="left")
     texts = _document_texts(out, manifest, chosen["doc_id"].to_list())
@@ -224,8 +269,18 @@ def sample_documents(out: Path, report: dict[str, Any], seed: int = 0) -> list[d
             "length": None if text is None else len(text.encode("utf-16-le")) // 2,
             "evidence": marks,
             "withheld": json.loads(row["withheld_json"]) if row.get("withheld_json") else None,
+            "errors": _answer_errors(row),
         })  # fmt: skip
     return rows
+
+
+def _answer_errors(row: dict[str, Any]) -> dict[str, str] | None:
+    """Why each failed answer of a partial row is missing (`errors`, per question), or None."""
+    errors = row.get("errors") if row["status"] == "ok" else None
+    if not isinstance(errors, dict):
+        return None
+    failed = {qid: str(why) for qid, why in errors.items() if why is not None}
+    return failed or None
 
 
 ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # two UTF-16 units each
@@ -244,9 +299,11 @@ def _evidence_pieces(
     """What the page shows of a document with evidence: `pieces`, the head and every
     evidence window (at most `EVIDENCE_LIMIT` characters of each, around its span), merged and
     in order, each `[start, text]`; and per answer its evidence, `{"window": [start, end],
-    "span": [start, end] | null, "index": n}`. For a document read whole `index` is null and the
-    window is the span. Offsets in UTF-16 units of the whole document, as the script indexes
-    strings. (None, None) for a document without evidence or without its text."""
+    "span": [start, end] | null, "index": n, "characters": [start, end]}`. For a document read
+    whole `index` is null and the window is the span. Offsets in UTF-16 units of the whole
+    document, as the script indexes strings, but `characters`: the window's offsets as the
+    answers' `evidence` gives them (characters), which the page shows. (None, None) for a
+    document without evidence or without its text."""
     if text is None or not evidence:
         return None, None
     ranges = [(0, min(len(text), TEXT_LIMIT))]
@@ -267,7 +324,8 @@ def _evidence_pieces(
         if ev["span_start"] is not None:
             span = [units(ev["span_start"]), units(ev["span_end"])]
         marks[qid] = {"window": [units(ev["start"]), units(ev["end"])],
-                      "span": span, "index": ev["window"]}  # fmt: skip
+                      "span": span, "index": ev["window"],
+                      "characters": [ev["start"], ev["end"]]}  # fmt: skip
     merged: list[list[int]] = []
     for start, end in sorted(ranges):
         if merged and start <= merged[-1][1]:

@@ -14,6 +14,7 @@ does not depend on how polars schedules a query.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,12 @@ def _mean(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _finite(value: Any) -> float | None:
+    """A mean of answers, None where the sum overflowed (numbers near the largest double)."""
+    mean = _mean(value)
+    return mean if mean is not None and math.isfinite(mean) else None
+
+
 def totals(parts: Parts) -> dict[str, Any]:
     """Rows, outcomes, forward passes and answer tokens over every part."""
     columns = [
@@ -141,12 +148,18 @@ def _confidence_bins(values: pl.Expr) -> pl.Expr:
 
 def confidence_figures(parts: Parts) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Per question and over all answers: a confidence histogram (bins of width
-    1/CONFIDENCE_BINS) and the mean, plus per question the mean over its non-null answers."""
-    long = parts.confidences()
+    1/CONFIDENCE_BINS) and the mean, plus per question the mean over its non-null answers and
+    `not_finite`, how many of its confidences are NaN or infinite (no probability: left out of
+    the histograms and means, as the review queue sends them to a person whatever the
+    threshold)."""
+    every = parts.confidences()
+    long = every.filter(pl.col("conf").is_finite())
     bins = collect(long.group_by("question", _confidence_bins(pl.col("conf"))).len())
-    conf = pl.col("conf").clip(0.0, 1.0)
-    means = collect(long.group_by("question").agg(
-        conf.mean().alias("mean"), conf.filter(pl.col("answered")).mean().alias("answered"),
+    conf, finite = pl.col("conf").clip(0.0, 1.0), pl.col("conf").is_finite()
+    means = collect(every.group_by("question").agg(
+        conf.filter(finite).mean().alias("mean"),
+        conf.filter(pl.col("answered") & finite).mean().alias("answered"),
+        (~finite).sum().alias("not_finite"),
     ))  # fmt: skip
     overall = collect(long.select(conf.mean())).item()
 
@@ -156,8 +169,8 @@ def confidence_figures(parts: Parts) -> tuple[dict[str, dict[str, Any]], dict[st
 
     per_question = {
         qid: {"counts": histogram(bins.filter(pl.col("question") == qid)), "mean": _mean(mean),
-              "answered_mean": _mean(answered)}
-        for qid, mean, answered in means.iter_rows()
+              "answered_mean": _mean(answered), "not_finite": int(not_finite)}
+        for qid, mean, answered, not_finite in means.iter_rows()
     }  # fmt: skip
     all_bins = bins.group_by("bin").agg(pl.col("len").sum())
     total = {"counts": histogram(all_bins), "mean": _mean(overall)}
@@ -181,16 +194,21 @@ def _distribution(parts: Parts, qid: str, stats: dict[str, Any]) -> dict[str, An
         return {"type": kind, "values": values, "other": other, "distinct": distinct}
     low, high = float(stats["min"]), float(stats["max"])
     width = (high - low) / HISTOGRAM_BINS if high > low else 1.0
+    edges = [low + i * width for i in range(HISTOGRAM_BINS + 1)]
+    if not math.isfinite(width):  # a range beyond the largest double (-1e308 to 1e308)
+        width = high / HISTOGRAM_BINS - low / HISTOGRAM_BINS
+        edges = [low / HISTOGRAM_BINS * (HISTOGRAM_BINS - i) + high / HISTOGRAM_BINS * i
+                 for i in range(HISTOGRAM_BINS + 1)]  # fmt: skip
+    # (an answer minus `low` may still overflow: infinity, clipped into the last bin)
     index = ((value.cast(pl.Float64) - low) / width).floor().clip(0, HISTOGRAM_BINS - 1)
     counts = dict(collect(
         parts.ok.select(index.cast(pl.Int64).alias("bin")).drop_nulls().group_by("bin").len()
     ).iter_rows())  # fmt: skip
-    edges = [low + i * width for i in range(HISTOGRAM_BINS + 1)]
     return {
         "type": "histogram",
         "bins": [{"low": edges[i], "high": edges[i + 1], "count": int(counts.get(i, 0))}
                  for i in range(HISTOGRAM_BINS)],
-        "min": low, "max": high, "mean": _mean(stats["mean"]),
+        "min": low, "max": high, "mean": _finite(stats["mean"]),
     }  # fmt: skip
 
 
@@ -272,10 +290,12 @@ def unread_counts(parts: Parts) -> dict[str, int]:
 
 def least_confident(parts: Parts, limit: int) -> pl.DataFrame:
     """The `limit` least confident (document, question) answers: `conf`, `question`, `doc_id`,
-    `answers_json`; ties in question order, then doc id order."""
+    `answers_json`; ties in question order, then doc id order. Confidences that are not finite
+    numbers are left out (`confidence_figures` counts them)."""
     order = ["conf", "_q", "doc_id"]
     ids = parts.ok.select("_row", "doc_id")
-    lowest = collect(parts.confidences().join(ids, on="_row").bottom_k(limit, by=order).sort(order))
+    scored = parts.confidences().filter(pl.col("conf").is_finite())
+    lowest = collect(scored.join(ids, on="_row").bottom_k(limit, by=order).sort(order))
     found = rows_by_index(parts, lowest["_row"], ["answers_json"])
     return lowest.join(found, on="_row", how="left", maintain_order="left")
 

@@ -8,14 +8,17 @@ failures (first, since they need action), per-question answer distributions as S
 the confidence histogram, the least confident answers, and a searchable, sortable table of the
 sampled documents (`rows`, embedded as JSON); clicking a row shows the document text next to its
 answers, low-confidence answers highlighted and string and number answers marked where they occur
-in the text. Chart geometry is computed here and drawn by the template's macros; the script only
-filters, sorts and shows rows.
+in the text. The rows are embedded so that the script shows what report.json and the answers say
+(`page_row`: integers beyond 2^53 with all their digits, NaN confidences as "NaN"). Chart geometry
+is computed here and drawn by the template's macros (labels cut or thinned by their estimated
+width, so they stay inside their chart and apart); the script only filters, sorts and shows rows.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from functools import cache
 from typing import Any
 
@@ -26,6 +29,7 @@ from .report_review_html import review_context
 
 LOW_CONFIDENCE = 0.5
 WIDTH = 520
+SAFE_INTEGER = 2**53 - 1  # beyond it, the script's JSON.parse rounds an integer to a neighbour
 
 
 @cache
@@ -53,27 +57,74 @@ def percent(value: float | None) -> str:
 
 
 def fmt(value: Any, digits: int = 2) -> str:
+    """A figure for the page: `digits` decimals, or as many significant digits where fewer
+    would be left (0.0042 documents per second, not 0.00)."""
     if value is None:
         return "–"
     if isinstance(value, float):
+        if value and abs(value) < 10 ** (1 - digits):
+            return f"{value:.{digits}g}"
         return f"{value:,.{digits}f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def number_label(value: float, step: float) -> str:
     """A bin edge as people write numbers: thousands separated, as many decimals as the bin
-    width needs, never scientific notation (12,140 and 0.25, not 1.214e+04)."""
+    width needs, not scientific notation (12,140 and 0.25, not 1.214e+04) up to 10^15; beyond,
+    three digits and the exponent (6.39e+18: 25 characters of digits fit no column)."""
+    if abs(value) >= 1e15:
+        return f"{value:.3g}"
     decimals = 0 if step >= 1 else min(12, -math.floor(math.log10(step)))
     return f"{value:,.{decimals}f}"
 
 
+FONT = 11  # px of the charts' text (`svg text` in report.css)
+
+
+def _char_width(char: str) -> float:
+    """A character's width in the charts' sans-serif, in ems, estimated on the generous side
+    (DejaVu Sans, the widest common one): the page cannot be measured when it is written."""
+    if unicodedata.combining(char):
+        return 0.0
+    if ord(char) > 0xFFFF:
+        return 1.25  # emoji and other astral characters
+    if unicodedata.east_asian_width(char) in ("W", "F"):
+        return 1.0
+    if char in "MWmw@":
+        return 1.0
+    if char in ",.:;!|'` ":
+        return 0.4
+    if char.isupper() or not (char.isascii() and char.isalnum()):
+        return 0.85  # capitals, symbols, other scripts
+    return 0.65
+
+
+def text_width(text: str) -> float:
+    """The estimated width in pixels of `text` in the charts' font."""
+    return FONT * sum(_char_width(c) for c in text)
+
+
+def fit_label(label: str, width: float) -> str:
+    """`label`, cut and ended with "…" where it would be wider than `width` pixels."""
+    if text_width(label) <= width:
+        return label
+    room, kept = width - text_width("…"), ""
+    for char in label:
+        room -= text_width(char)
+        if room < 0:
+            break
+        kept += char
+    return kept + "…"
+
+
 def bar_chart(labels: list[str], counts: list[int], title: str) -> dict[str, Any]:
-    """Horizontal bars, one per label, with the count at the end."""
+    """Horizontal bars, one per label (cut to the label column's width), with the count at the
+    end."""
     top = max(counts) if counts and max(counts) > 0 else 1
     label_w = 170
     bars = [
         {"y": 4 + 22 * i, "w": (WIDTH - label_w - 60) * count / top, "label": label,
-         "short": label if len(label) <= 26 else label[:25] + "…", "count": count}
+         "short": fit_label(label, label_w - 12), "count": count}
         for i, (label, count) in enumerate(zip(labels, counts, strict=True))
     ]  # fmt: skip
     return {"title": title, "width": WIDTH, "height": 22 * len(labels) + 8, "label_w": label_w,
@@ -81,18 +132,29 @@ def bar_chart(labels: list[str], counts: list[int], title: str) -> dict[str, Any
 
 
 def column_chart(labels: list[str], counts: list[int], title: str) -> dict[str, Any]:
-    """Vertical columns (histograms), labels under every other column (all when ≤ 10)."""
+    """Vertical columns (histograms), labels under every column when ≤ 10 and they fit, else
+    under every k-th, k the fewest columns the widest label fits across (every label is in its
+    column's tooltip)."""
     base = 140
     top = max(counts) if counts and max(counts) > 0 else 1
     n = max(len(counts), 1)
     step = (WIDTH - 20) / n
+    widest = max((text_width(label) for label in labels), default=0.0) + 6
+    every = max(1 if n <= 10 else 2, math.ceil(widest / step))
     columns = [
         {"x": 10 + i * step, "h": (base - 20) * count / top, "label": label, "count": count,
-         "labelled": i % 2 == 0 or n <= 10}
+         "labelled": i % every == 0, "label_x": _label_x(10 + (i + 0.5) * step, label)}
         for i, (label, count) in enumerate(zip(labels, counts, strict=True))
     ]  # fmt: skip
     return {"title": title, "width": WIDTH, "height": 170, "base": base, "step": step,
             "columns": columns}  # fmt: skip
+
+
+def _label_x(centre: float, label: str) -> float:
+    """Where a label centred under its column is drawn: moved in from an edge of the chart it
+    would run past."""
+    half = text_width(label) / 2 + 1
+    return max(half, min(centre, WIDTH - half)) if 2 * half < WIDTH else WIDTH / 2
 
 
 def _distribution_chart(question: dict[str, Any]) -> dict[str, Any] | None:
@@ -123,6 +185,9 @@ def _question_line(question: dict[str, Any]) -> str:
         line += f", {question['failed']:,} failed (no answer)"
     if question.get("withheld"):
         line += f", {question['withheld']:,} withheld by absent_below"
+    if question.get("confidence_not_finite"):
+        line += (f", {question['confidence_not_finite']:,} with a confidence that is not a "
+                 "number (left out of the confidence figures)")  # fmt: skip
     if question.get("unread"):
         line += (f", {question['unread']:,} given absent unread (no window of a long document "
                  "was likely to hold it)")  # fmt: skip
@@ -140,6 +205,63 @@ def _confidence_meaning(report: dict[str, Any]) -> str:
     )
 
 
+def _unsafe(value: Any) -> bool:
+    """Whether the script would not show `value` as it is: it holds an integer JavaScript's
+    numbers cannot hold exactly, or a number JSON has not (NaN, an infinity)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > SAFE_INTEGER
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_unsafe(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_unsafe(v) for v in value)
+    return False
+
+
+def _script_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as the strings JavaScript writes them ("NaN",
+    "Infinity", "-Infinity"): JSON has no such numbers and `JSON.parse` refuses Python's."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _script_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_script_safe(v) for v in value]
+    return value
+
+
+def _exact(value: Any) -> str:
+    """An answer as the page shows it (a string as it is, anything else as compact JSON)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           separators=(",", ":"))  # fmt: skip
+
+
+def page_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A sampled row as the page embeds it, shown exactly as report.json and the answers say:
+    a doc id beyond 2^53 as its digits (a string); per answer or withheld value that holds such
+    an integer or a NaN, its text in `exact` (the script shows it instead of its rounded
+    number); NaN and infinite confidences as "NaN", "Infinity" (see `_script_safe`)."""
+    row = dict(row)
+    if _unsafe(row.get("doc_id")):
+        row["doc_id"] = str(row["doc_id"])
+    answers = row.get("answers")
+    if isinstance(answers, dict):
+        exact = {qid: _exact(v) for qid, v in answers.items() if _unsafe(v)}
+        if exact:
+            row["exact"] = exact
+    withheld = row.get("withheld")
+    if isinstance(withheld, dict):
+        row["withheld"] = {
+            qid: {**held, "exact": _exact(held.get("value"))}
+            if isinstance(held, dict) and _unsafe(held.get("value")) else held
+            for qid, held in withheld.items()
+        }  # fmt: skip
+    return _script_safe(row)
+
+
 def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     c, t = report["counts"], report["throughput"]
     cards = [
@@ -155,10 +277,12 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     questions = [{"id": q["id"], "text": q["text"], "chart": _distribution_chart(q),
                   "line": _question_line(q)} for q in report["questions"]]  # fmt: skip
     question_ids = [q["id"] for q in report["questions"]]
-    sample = {"rows": rows, "questions": question_ids, "low": LOW_CONFIDENCE}
+    sample = {"rows": [page_row(r) for r in rows], "questions": question_ids,
+              "low": LOW_CONFIDENCE}  # fmt: skip
     # Every "<" as its JSON escape: neither "</script" nor "<!--" (which with a "<script" after
     # it keeps the element open past its end tag) can appear in the element's text.
-    payload = json.dumps(sample, ensure_ascii=False, default=str).replace("<", "\\u003c")
+    payload = json.dumps(sample, ensure_ascii=False, default=str, allow_nan=False)
+    payload = payload.replace("<", "\\u003c")
     confidence_labels = [f"{i / 10:.1f}" for i in range(10)]
     context = {
         "css": _static("report.css"),

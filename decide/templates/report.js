@@ -14,23 +14,54 @@
   var shown = document.getElementById("shown");
   var sortKey = null, sortDir = 1;
 
-  function text(v) {
-    if (v === null || v === undefined) { return ""; }
+  // A question's entry in a row's answers, confidences, ... : own keys only, so that a question
+  // id that names a property every object has ("constructor", "toString") is not found in a
+  // row that was not asked it.
+  function has(o, k) { return !!o && Object.prototype.hasOwnProperty.call(o, k); }
+  function own(o, k) { return has(o, k) ? o[k] : undefined; }
+  function text(v) {  // a null answer reads "null": not the empty string, not "not asked"
+    if (v === undefined) { return ""; }
     return typeof v === "string" ? v : JSON.stringify(v);
+  }
+  // An answer as report.json writes it: `exact` holds the text of one the script cannot hold
+  // as it is (an integer beyond 2^53, which JSON.parse rounds).
+  function answerText(r, qid) {
+    if (has(r.exact, qid)) { return r.exact[qid]; }
+    return text(own(r.answers, qid));
+  }
+  function failure(r, qid) {  // why a partial row has no answer to `qid`, or null
+    return own(r.errors, qid) || null;
+  }
+  // A confidence is a number, or "NaN" / "Infinity" for one that is not a probability: shown
+  // as such and highlighted, as the review queue takes it whatever the threshold.
+  function confText(c) {
+    if (c === null || c === undefined) { return "–"; }
+    return typeof c === "number" ? c.toFixed(3) : String(c);
+  }
+  function isLow(c) {
+    return typeof c === "string" || (typeof c === "number" && c < low);
   }
   function minConf(r) {
     if (!r.confidence) { return -1; }
     var m = 2;
     for (var k in r.confidence) {  // null: a question a partial row has no answer to
-      var c = r.confidence[k];
-      if (c !== null && c !== undefined && c < m) { m = c; }
+      var c = own(r.confidence, k);
+      if (typeof c === "number" && c < m) { m = c; }
     }
     return m === 2 ? -1 : m;
   }
-  function cell(tr, value, cls) {
+  // Sort order: numbers by value (9 before 10), before any text; text as strings.
+  function compare(x, y) {
+    var nx = typeof x === "number", ny = typeof y === "number";
+    if (nx && ny) { return x < y ? -1 : x > y ? 1 : 0; }
+    if (nx !== ny) { return nx ? -1 : 1; }
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  function cell(tr, value, cls, title) {
     var td = document.createElement("td");
     td.textContent = value;
     if (cls) { td.className = cls; }
+    if (title) { td.title = title; }
     tr.appendChild(td);
   }
   function render() {
@@ -38,13 +69,12 @@
     var list = rows.filter(function (r) {
       if (!q) { return true; }
       var hay = [text(r.doc_id), r.status, r.error || "", JSON.stringify(r.answers || {}),
-                 r.text || ""].join(" ").toLowerCase();
+                 JSON.stringify(r.exact || {}), r.text || ""].join(" ").toLowerCase();
       return hay.indexOf(q) !== -1;
     });
     if (sortKey !== null) {
       list.sort(function (a, b) {
-        var x = sortKey(a), y = sortKey(b);
-        return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
+        return compare(sortKey(a), sortKey(b)) * sortDir;
       });
     }
     body.textContent = "";
@@ -54,9 +84,13 @@
       cell(tr, text(r.doc_id));
       cell(tr, r.status, r.status === "error" ? "bad" : "");
       questions.forEach(function (qid) {
-        var c = r.confidence ? r.confidence[qid] : null;
-        var v = r.answers ? text(r.answers[qid]) : (r.error || "");
-        cell(tr, v, c !== null && c !== undefined && c < low ? "low" : "");
+        var c = own(r.confidence, qid);
+        var why = failure(r, qid);
+        if (!r.answers) { cell(tr, r.error || "", "text"); return; }
+        if (why) { cell(tr, "failed", "bad", why); return; }
+        var cls = "text" + (isLow(c) ? " low" : "");
+        if (has(r.answers, qid) && r.answers[qid] === null) { cls += " null"; }
+        cell(tr, answerText(r, qid), cls);
       });
       var m = minConf(r);
       cell(tr, m < 0 ? "" : m.toFixed(3), m >= 0 && m < low ? "low" : "");
@@ -90,7 +124,7 @@
     var found = [];
     var folded = fold(value);
     questions.forEach(function (qid) {
-      var a = answers[qid];
+      var a = own(answers, qid);
       if (typeof a === "number") {
         var n;
         NUMBER.lastIndex = 0;
@@ -145,7 +179,7 @@
       if (r.text_cut) { pre.appendChild(document.createTextNode("\n[…]")); }
       return;
     }
-    var ev = focus === null ? null : r.evidence[focus];
+    var ev = focus === null ? null : own(r.evidence, focus);
     var target = null, end = 0;
     r.pieces.forEach(function (piece) {
       var start = piece[0], t = piece[1];
@@ -200,30 +234,38 @@
     } else {
       var dl = document.createElement("dl");
       questions.forEach(function (qid) {
-        if (!(qid in r.answers)) { return; }
+        var failed = failure(r, qid);
+        if (!has(r.answers, qid) && !failed) { return; }  // a question this row was not asked
         var dt = document.createElement("dt");
         dt.textContent = qid;
         var dd = document.createElement("dd");
         var span = document.createElement("span");
-        var c = r.confidence[qid];
-        var shownConf = c === null || c === undefined ? "–" : c.toFixed(3);
-        span.textContent = text(r.answers[qid]) + "  (confidence " + shownConf + ")";
-        if (c !== null && c < low) { span.className = "low"; }
+        if (failed) {  // a partial row: this answer failed on its own, the others are kept
+          span.className = "bad";
+          span.textContent = "failed: " + failed;
+          dd.appendChild(span);
+          dl.appendChild(dt);
+          dl.appendChild(dd);
+          return;
+        }
+        var c = own(r.confidence, qid);
+        span.textContent = answerText(r, qid) + "  (confidence " + confText(c) + ")";
+        if (isLow(c)) { span.className = "low"; }
         dd.appendChild(span);
-        var held = r.withheld ? r.withheld[qid] : null;
+        var held = own(r.withheld, qid);
         if (held) {  // absent_below gave the absent value instead of this one
           var why = document.createElement("small");
           why.className = "muted";
-          why.textContent = "  withheld: " + text(held.value) + " (confidence " +
-            held.confidence.toFixed(3) + ")";
+          why.textContent = "  withheld: " + (has(held, "exact") ? held.exact : text(held.value)) +
+            " (confidence " + confText(held.confidence) + ")";
           dd.appendChild(why);
         }
-        var ev = r.evidence ? r.evidence[qid] : null;
+        var ev = own(r.evidence, qid);
         if (ev) {  // a click shows where this answer was read
           var where = document.createElement("small");
           where.className = "muted";
           where.textContent = (ev.index === null ? "  " : "  window " + ev.index + ", ") +
-            "characters " + ev.window[0] + "–" + ev.window[1];
+            "characters " + ev.characters[0] + "–" + ev.characters[1];
           dd.appendChild(where);
           dd.className = "evidence-link";
           dd.setAttribute("data-question", qid);
@@ -240,9 +282,14 @@
   }
   document.querySelectorAll("#doc-table th").forEach(function (th, i) {
     th.addEventListener("click", function () {
-      var keys = [function (r) { return text(r.doc_id); }, function (r) { return r.status; }];
+      var keys = [function (r) {
+        return typeof r.doc_id === "number" ? r.doc_id : text(r.doc_id);
+      }, function (r) { return r.status; }];
       questions.forEach(function (qid) {
-        keys.push(function (r) { return r.answers ? text(r.answers[qid]) : ""; });
+        keys.push(function (r) {
+          var a = own(r.answers, qid);
+          return typeof a === "number" ? a : answerText(r, qid);
+        });
       });
       keys.push(minConf);
       sortDir = (th.className === "sorted-asc") ? -1 : 1;

@@ -200,7 +200,8 @@ def _reference_report(out: Path) -> dict[str, Any]:
     reasons["null_doc_id"] = 2
 
     def confidence(values: pl.Series) -> dict[str, Any]:
-        values = values.drop_nulls().clip(0.0, 1.0)
+        values = values.drop_nulls()
+        values = values.filter(values.is_finite()).clip(0.0, 1.0)  # NaN and infinities: counted
         index = (values * 10).floor().clip(0, 9).cast(pl.Int64)
         counts = dict(index.value_counts().iter_rows())
         mean = values.mean()
@@ -238,7 +239,8 @@ def _reference_report(out: Path) -> dict[str, Any]:
         return sum(1 for e in rows if e and e.get(qid) is not None)
 
     def answered_mean(qid: str) -> float | None:
-        mean = conf.filter(answers[qid].is_not_null())[qid].drop_nulls().clip(0.0, 1.0).mean()
+        given = conf.filter(answers[qid].is_not_null())[qid].drop_nulls()
+        mean = given.filter(given.is_finite()).clip(0.0, 1.0).mean()
         return None if mean is None else float(mean)
 
     answers, conf = ok["answers"].struct.unnest(), ok["confidence"].struct.unnest()
@@ -246,6 +248,7 @@ def _reference_report(out: Path) -> dict[str, Any]:
         ok.select("doc_id", pl.col("confidence").struct.unnest())
         .unpivot(index="doc_id", variable_name="question", value_name="conf")
         .drop_nulls("conf")
+        .filter(pl.col("conf").is_finite())
     )
     order = {q["id"]: i for i, q in enumerate(MANY_QUESTIONS)}
     least = long.sort([pl.col("conf"), pl.col("question").replace_strict(order), pl.col("doc_id")])
@@ -266,6 +269,8 @@ def _reference_report(out: Path) -> dict[str, Any]:
                        "distribution": distribution(answers[q["id"]]),
                        "confidence": confidence(conf[q["id"]]),
                        "answered_confidence": answered_mean(q["id"]),
+                       "confidence_not_finite": int((~conf[q["id"]].drop_nulls().is_finite())
+                                                    .sum()),
                        "withheld": sum(q["id"] in json.loads(w) for w in held),
                        "unread": 0}  # no document read in windows (test_evidence_ranker.py)
                       for q in MANY_QUESTIONS],
@@ -321,6 +326,36 @@ def test_streamed_report_equals_the_all_in_memory_one(
     assert len(ties) > len(set(ties))  # the order of equal confidences was checked too
     write_report(out)
     assert (out / "report.html").is_file()
+
+
+def test_confidences_that_are_not_numbers_stay_out_of_the_figures(tmp_path: Path) -> None:
+    """NaN and infinite confidences (the review queue takes them as doubtful) failed the report;
+    they are counted per question and left out of histograms, means and the lowest list."""
+    out = _write_output(tmp_path / "out", [37, 0, 12, 61], seed=8)
+    part = out / "answers" / "part-00003.parquet"
+    frame = pl.read_parquet(part)
+    odd = [math.nan, math.inf, -math.inf]
+    confidence = frame["confidence"].struct.unnest().with_columns(  # of given answers only
+        pl.when((pl.int_range(pl.len()) % 4 == i) & pl.col(q).is_not_null())
+        .then(pl.lit(odd[i % 3])).otherwise(pl.col(q)).alias(q)
+        for i, q in enumerate(["kind", "amount", "score", "never"])
+    )  # fmt: skip
+    confidence = confidence.select(pl.struct(confidence.columns).alias("confidence"))
+    frame = frame.with_columns(
+        pl.when(pl.col("status") == "ok").then(confidence["confidence"]).alias("confidence")
+    )
+    frame.write_parquet(part)
+    report = build_report(out)
+    validate_report(report)
+    counts = {q["id"]: q["confidence_not_finite"] for q in report["questions"]}
+    assert counts["kind"] > 0 and counts["amount"] > 0 and counts["eligible"] == 0
+    expected = _reference_report(out)
+    got = {key: report[key] for key in expected}
+    got_means, expected_means = _means(got), _means(expected)
+    assert got == expected
+    for key, mean in expected_means.items():  # sums of floats: to the last bits
+        assert (mean is None) == (got_means[key] is None), key
+        assert mean is None or math.isclose(mean, got_means[key], rel_tol=1e-12), key
 
 
 def test_page_labels_numbers_as_written_and_escapes_what_the_job_wrote(tmp_path: Path) -> None:
@@ -527,8 +562,9 @@ def test_evidence_pieces_merge_windows_and_count_as_the_script_does() -> None:
         char = start - 1 if start else 0  # the emoji before every other piece: one unit more
         assert text[char : char + len(piece)] == piece
     assert pieces[0][0] == 0 and pieces[0][1] == text[: report_module.TEXT_LIMIT]
+    # The page shows the window's offsets as the answers' `evidence` gives them (characters).
     assert marks["code"] == {"window": [span - 29, span + 61], "span": [span + 1, span + 6],
-                             "index": 3}  # fmt: skip
+                             "index": 3, "characters": [span - 30, span + 60]}  # fmt: skip
     assert marks["kind"]["span"] is None and "none" not in marks
     # The 8,000-character window is embedded as 4,000 characters from its start.
     wide = next(p for p in pieces if p[0] - 1 <= 6000 < p[0] - 1 + len(p[1]))
@@ -577,7 +613,7 @@ def test_sampled_windowed_documents_carry_their_evidence(windowed_job) -> None:
     coded = rows["coded"]
     start = coded["text"].index("zx905")
     assert coded["evidence"] == {"code": {"window": [start, start + 5], "span": [start, start + 5],
-                                          "index": None}}  # fmt: skip
+                                          "index": None, "characters": [start, start + 5]}}  # fmt: skip
     assert coded["pieces"] == [[0, coded["text"]]]
 
 
