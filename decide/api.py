@@ -163,9 +163,6 @@ class Decider:
             if value is not None and not isinstance(value, Mapping):
                 raise TypeError(f"Decider: {name} must be a mapping (as the spec's `{name}:`), "
                                 f"got {type(value).__name__}")  # fmt: skip
-        self.loaded = load_model(
-            resolve_model_path(model), device=resolve_device(device), dtype=dtype
-        )
         spec = parse_spec(
             {
                 "decoding": decoding,
@@ -177,6 +174,9 @@ class Decider:
                 "windows": dict(windows or {}),
             },
             "Decider options",
+        )  # checked before the model loads: a bad option costs no load
+        self.loaded = load_model(
+            resolve_model_path(model), device=resolve_device(device), dtype=dtype
         )
         self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
         self._spec = spec

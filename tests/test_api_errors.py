@@ -140,6 +140,24 @@ def test_decider_options_of_the_wrong_type_are_named(model: Path, options, match
         Decider(model, **options)
 
 
+def test_decider_options_are_checked_before_the_model_loads(monkeypatch) -> None:
+    """A bad option (threshold 1.5, an unknown decoding key, overlap >= tokens) raised only after
+    the model had loaded (seconds for a large one); now before anything is loaded."""
+    from decide import api
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(api, "load_model", no_load)
+    for options in (
+        {"threshold": 1.5},
+        {"thresold": 0.5},
+        {"windows": {"tokens": 64, "overlap": 64}},
+    ):
+        with pytest.raises(SpecError, match="Decider options"):
+            Decider("no/such/model", **options)
+
+
 def test_a_long_lived_decider_keeps_a_bounded_cache(decider: Decider, monkeypatch) -> None:
     """Every new question text compiled and kept its set for ever (600 MB over 200 calls)."""
     from decide.jobs import questionset
