@@ -32,7 +32,9 @@ def job(tmp_path_factory):
                                        str(EXAMPLES / "claims_gold.parquet"),
                                        "-o", str(root / "cal.json")])  # fmt: skip
     assert result.exit_code == 0, result.output
-    calibrated = spec.model_copy(update={"calibration": str(root / "cal.json"), "review_below": 0.95})
+    calibrated = spec.model_copy(
+        update={"calibration": str(root / "cal.json"), "review_below": 0.95}
+    )
     run_job(calibrated, root / "claims.parquet", root / "cal", report=False, progress=False)
     return claims, spec, calibrated, root
 
@@ -43,7 +45,7 @@ def _rows(out: Path) -> dict[str, dict]:
 
 
 def test_the_spec_decides_as_decide_run_does(job) -> None:
-    claims, spec, _, root = job
+    claims, _, _, root = job
     decider = Decider.from_spec(EXAMPLES / "claims.yaml")  # a spec file, as run takes it
     decisions = decider.decide_many(dict(zip(claims["doc_id"], claims["document"], strict=True)))
     rows = _rows(root / "plain")
@@ -73,8 +75,8 @@ def test_a_spec_calibration_and_review_apply_as_in_the_job(job) -> None:
 
 
 def test_a_calibration_fitted_for_another_spec_is_refused(job) -> None:
-    _, spec, calibrated, _ = job
+    _, _, calibrated, _ = job
     other = calibrated.model_copy(update={"instruction": "Answer briefly."})
-    with pytest.raises(SpecError, match="fitted for another spec .*force_calibration"):
+    with pytest.raises(SpecError, match=r"fitted for another spec .*force_calibration"):
         Decider.from_spec(other)
     assert Decider.from_spec(other, force_calibration=True)._confidence.forced
