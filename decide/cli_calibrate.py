@@ -1,7 +1,8 @@
 """`decide calibrate`: fit calibration.json from a decided job and gold answers.
 
 Contract. Reads OUT_DIR (a finished or partial job's answer parts and manifest) and GOLD (parquet
-with `doc_id` and a gold column of decision-object JSON text, the format `decide train` reads),
+with `doc_id` and a gold column of decision-object JSON text, the format `decide train` reads,
+or a struct column of decision objects),
 prints one line per skipped gold row or answer (ids not in the job, failed rows, invalid JSON,
 gold values the question schema refuses) to stderr, then a before/after table of ECE (10
 equal-mass bins), Brier score and accuracy over the matched answers, the `absent_below` each

@@ -34,7 +34,7 @@ from typing import Any
 import jsonschema
 import polars as pl
 
-from decide.jobs import parquet
+from decide.jobs import inputs, parquet
 from decide.jobs.manifest import Manifest, ManifestError
 from decide.jobs.output import atomic_write
 from decide.jobs.spec import SpecError
@@ -355,16 +355,38 @@ def input_paths(out: Path, manifest: Manifest) -> list[Path]:
     return found
 
 
+def _read_inputs(out: Path, manifest: Manifest, what: str) -> tuple[Any, list[Path]]:
+    """The plan reading the job's input files that are still there as the runner read them
+    (`jobs.inputs.inspect_inputs`: a uuid doc_id as its text, categorical columns as their
+    values, an all-null-typed column as the other files' type), and those files; (None, [])
+    when none is there or they no longer agree (a warning on stderr names the file)."""
+    paths = input_paths(out, manifest)
+    if not paths:
+        return None, []
+    try:
+        plan = inputs.inspect_inputs(paths, manifest.spec.input, need_questions=False)
+    except SpecError as exc:
+        log.warning("%s not available for the report: %s", what, exc)
+        return None, []
+    return plan, paths
+
+
+def _first_line(exc: Exception) -> str:
+    """A polars error's message without the query plan it appends."""
+    return next(iter(str(exc).strip().splitlines()), type(exc).__name__)
+
+
 def _row_question_texts(out: Path, manifest: Manifest, ids: list[str]) -> dict[str, str]:
     """The wording of questions only the input rows ask (per-row questions): the one most rows
     use, with how many other wordings there are."""
     column = manifest.spec.input.questions
-    paths = input_paths(out, manifest) if ids else []
-    if not paths:
+    what = "per-row question texts"
+    plan, paths = _read_inputs(out, manifest, what) if ids else (None, [])
+    if plan is None or not plan.has_questions or plan.dtype(column) == pl.Null:
         return {}
     try:
         found = collect(
-            parquet.scan(paths)
+            pl.concat([inputs.scan_read(plan, path, [column]) for path in paths])
             .select(pl.col(column).explode().struct.field("id", "text"))
             .filter(pl.col("id").is_in(pl.Series(ids, dtype=pl.String).implode()))
             .group_by("id", "text")
@@ -372,7 +394,7 @@ def _row_question_texts(out: Path, manifest: Manifest, ids: list[str]) -> dict[s
             .sort("len", "text", descending=[True, False])
         )
     except (pl.exceptions.PolarsError, OSError) as exc:
-        log.warning("per-row question texts not available for the report: %s", exc)
+        log.warning("%s not available for the report: %s", what, _first_line(exc))
         return {}
     texts: dict[str, str] = {}
     for qid, group in found.group_by("id", maintain_order=True):
@@ -384,19 +406,20 @@ def _row_question_texts(out: Path, manifest: Manifest, ids: list[str]) -> dict[s
 
 def _document_texts(out: Path, manifest: Manifest, ids: list[Any]) -> dict[Any, str]:
     columns = manifest.spec.input
-    paths = input_paths(out, manifest)
-    if not paths or not ids:
+    what, wanted = "document texts", [columns.doc_id, columns.document]
+    plan, paths = _read_inputs(out, manifest, what) if ids else (None, [])
+    if plan is None:
         return {}
     try:
         found = collect(
-            parquet.scan(paths)
+            pl.concat([inputs.scan_read(plan, path, wanted) for path in paths])
             .select(pl.col(columns.doc_id).alias("doc_id"), pl.col(columns.document).alias("text"))
             .filter(pl.col("doc_id").is_in(pl.Series(ids).implode()))
             .unique("doc_id", keep="first")
         )
     except (pl.exceptions.PolarsError, OSError) as exc:
-        # Inputs moved or changed since the run: the page shows the answers without the text.
-        log.warning("document texts not available for the report: %s", exc)
+        # Inputs changed since the run: the page shows the answers without the text.
+        log.warning("%s not available for the report: %s", what, _first_line(exc))
         return {}
     return dict(found.iter_rows())
 

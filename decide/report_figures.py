@@ -14,6 +14,7 @@ does not depend on how polars schedules a query.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,15 @@ class Parts:
             return raw.alias(qid)
         text = pl.col("answers_json").str.json_path_match(f"$.{qid}")
         return pl.when(raw.is_not_null()).then(text).alias(qid)
+
+    def written(self, qid: str) -> pl.Expr:
+        """A question's answers as `answers_json` writes them, where its typed column may not:
+        a Float column (per-row questions that share one, say) holds `117.0` for an answer
+        `117`. Null for other columns."""
+        dtype = self.schema["answers"].to_schema()[qid]
+        if not dtype.is_float():
+            return pl.lit(None, pl.String).alias(qid)
+        return pl.col("answers_json").str.json_path_match(f"$.{qid}").alias(qid)
 
     def numeric(self, qid: str) -> bool:
         dtype = self.schema["answers"].to_schema()[qid]
@@ -177,18 +187,37 @@ def confidence_figures(parts: Parts) -> tuple[dict[str, dict[str, Any]], dict[st
     return per_question, total
 
 
+def _as_written(value: Any, text: str | None) -> Any:
+    """A category's value as one of its answers wrote it (`written`), when that is the same
+    number: `117` for a Float column's 117.0."""
+    if text is None or not isinstance(value, float):
+        return value
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return value
+    return (
+        found
+        if isinstance(found, int | float) and not isinstance(found, bool) and found == value
+        else value
+    )
+
+
 def _distribution(parts: Parts, qid: str, stats: dict[str, Any]) -> dict[str, Any]:
     """Categories (few distinct values, or values that are not numbers: the most frequent
     CATEGORY_LIMIT, ties in value order) or a histogram over the numbers' range."""
     answered, distinct = stats["answered"], stats["distinct"]
     value = parts.answer(qid)
     if distinct <= CATEGORY_LIMIT or not parts.numeric(qid):
+        written = parts.written(qid)
         top = collect(
-            parts.ok.select(value.alias("value")).drop_nulls("value")
-            .group_by("value").len("count")
+            parts.ok.select(value.alias("value"), written.alias("written"))
+            .drop_nulls("value").group_by("value")
+            .agg(pl.len().alias("count"), pl.col("written").first())
             .sort(["count", "value"], descending=[True, False]).head(CATEGORY_LIMIT)
         )  # fmt: skip
-        values = [{"value": v, "count": int(n)} for v, n in top.iter_rows()]
+        rows = top.select("value", "count", "written").iter_rows()
+        values = [{"value": _as_written(v, text), "count": int(n)} for v, n, text in rows]
         kind = "categories" if distinct <= CATEGORY_LIMIT else "top"
         other = answered - sum(v["count"] for v in values)
         return {"type": kind, "values": values, "other": other, "distinct": distinct}

@@ -2,8 +2,10 @@
 
 Contract. `fit_from_job(out_dir, gold)` reads a decided job's answer parts (the engine's own
 confidences: `raw_confidence` where the job was itself calibrated, else `confidence`) and a gold
-parquet (`doc_id` + `gold`, the JSON text of the decision object, as `decide train` reads it),
-marks every answer right or wrong (strings case-insensitively, everything else exactly), fits the
+parquet (`doc_id` + `gold`, the JSON text of the decision object, as `decide train` reads it,
+or a struct or map column holding it; ids read as the runner reads input ids: a uuid as its text,
+a categorical as its values), marks every answer right or wrong (strings case-insensitively,
+a key an object leaves out equal to null, everything else exactly), fits the
 maps of `jobs.calibration` and returns the calibration document, checked against
 `schemas/calibration.schema.json`, carrying the job's model and spec fingerprints. A gold file
 with a doc_id on more than one row is refused (`SpecError` naming the ids and rows). Gold ids
@@ -28,7 +30,8 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ from decide.schemas.drafts import validator_class
 
 from . import calibration as cal
 from . import parquet
+from .inputs import inspect_inputs, scan_read, values_expr
 from .manifest import Manifest
 from .spec import SpecError, absent_value, parse_questions
 from .windows import same_value
@@ -73,7 +77,10 @@ def validate_calibration(document: Any, origin: str = "calibration") -> None:
 
 def answers_match(answer: Any, gold: Any) -> bool:
     """Strings case-insensitively (an uncased vocabulary cannot spell upper case), numbers by
-    value (3 == 3.0, but booleans are not numbers), containers element by element."""
+    value (3 == 3.0, but booleans are not numbers), containers element by element. In an
+    object a key one side leaves out matches the other's null (`{"a": 1}` is `{"a": 1, "b":
+    null}`): JSON Schema tells them apart, but gold written by people leaves nulls out, and a
+    struct gold column writes every key (null for one left out)."""
     if isinstance(answer, str) and isinstance(gold, str):
         return answer.casefold() == gold.casefold()
     if isinstance(answer, bool) or isinstance(gold, bool):
@@ -81,8 +88,8 @@ def answers_match(answer: Any, gold: Any) -> bool:
     if isinstance(answer, int | float) and isinstance(gold, int | float):
         return answer == gold
     if isinstance(answer, dict) and isinstance(gold, dict):
-        return answer.keys() == gold.keys() and all(answers_match(answer[k], gold[k])
-                                                    for k in answer)  # fmt: skip
+        keys = answer.keys() | gold.keys()
+        return all(answers_match(answer.get(k), gold.get(k)) for k in keys)
     if isinstance(answer, list) and isinstance(gold, list):
         return len(answer) == len(gold) and all(map(answers_match, answer, gold))
     return answer is None and gold is None
@@ -166,7 +173,7 @@ def _input_questions(manifest: Manifest, wanted: set[Any], by_text: bool) -> tup
     parts do not carry the input's `questions` column, so a gold row without questions of its
     own finds its schemas here (an input moved since the run leaves them unknown)."""
     column, id_column = manifest.spec.input.questions, manifest.spec.input.doc_id
-    paths = [f.path for f in manifest.input_files] or list(manifest.inputs)
+    paths = [Path(p) for p in ([f.path for f in manifest.input_files] or manifest.inputs)]
     found: dict[Any, Any] = {}
     problems = []
     for path in paths:
@@ -174,20 +181,52 @@ def _input_questions(manifest: Manifest, wanted: set[Any], by_text: bool) -> tup
             names = parquet.schema(path)
             if column not in names or id_column not in names:
                 continue
+            # Read as the runner read it: a uuid doc_id as its text, a categorical as its values.
+            plan = inspect_inputs([path], manifest.spec.input, need_questions=False)
+            if plan.dtype(column) == pl.Null:
+                continue
             ids = pl.col(id_column).cast(pl.String) if by_text else pl.col(id_column)
             frame = (
-                parquet.scan(path)
+                scan_read(plan, path, [id_column, column])
                 .select(ids.alias("doc_id"), pl.col(column).alias("questions"))
                 .filter(pl.col("doc_id").is_in(list(wanted)))
                 .collect()
             )
-        except (OSError, pl.exceptions.PolarsError) as exc:
+        except (OSError, pl.exceptions.PolarsError, SpecError) as exc:
+            why = next(iter(str(exc).strip().splitlines()), type(exc).__name__)
             problems.append(f"{path}: cannot read the job's input for its per-row questions "
-                            f"({exc})")  # fmt: skip
+                            f"({why})")  # fmt: skip
             continue
         for doc_id, asked in frame.iter_rows():
             found.setdefault(doc_id, asked)
     return found, problems
+
+
+GOLD_OBJECTS = (pl.Struct, pl.Map)  # gold column types read as the decision object itself
+
+
+def _gold_object(value: Any, dtype: pl.DataType) -> Any:
+    """A gold cell as the decision object: JSON text parsed, a struct (or map) cell as the
+    object it holds (a null field a null value), dates and times as their ISO text, decimals
+    as numbers; None for a null cell."""
+    if value is None:
+        return None
+    if not isinstance(dtype, GOLD_OBJECTS):
+        return json.loads(value)
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """A polars cell of a struct gold column as JSON would give it."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, date | time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
 
 
 def _usable_confidence(value: Any) -> bool:
@@ -209,7 +248,12 @@ def collect_labels(
     for column in ("doc_id", gold_column):
         if column not in gold.columns:
             raise SpecError(f"{gold_path}: no {column!r} column (columns: {gold.columns})")
+    # Gold ids as the runner reads input ids: a uuid as its text, a categorical as its values.
+    ids = values_expr(gold_path, "doc_id", gold.schema["doc_id"])
+    if ids is not None:
+        gold = gold.with_columns(ids.alias("doc_id"))
     refuse_duplicate_ids(gold, gold_path)
+    gold_type = gold.schema[gold_column]
     job_schema = parquet.scan(parts[0]).collect_schema()
     names = job_schema.names()
     conf_col = "raw_confidence" if "raw_confidence" in names else "confidence"
@@ -242,7 +286,7 @@ def collect_labels(
             labels.messages.append(f"{where}: skipped, the job's row failed ({failure})")
             continue
         try:
-            truth = json.loads(row[gold_column]) if row[gold_column] is not None else None
+            truth = _gold_object(row[gold_column], gold_type)
         except (json.JSONDecodeError, TypeError) as exc:
             labels.messages.append(f"{where}: skipped, {gold_column} is not JSON text ({exc})")
             continue

@@ -104,6 +104,23 @@ def read_arrow(batch: Any, plan: InputPlan) -> Any:
     return batch
 
 
+def scan_read(plan: InputPlan, path: Path, columns: list[str]) -> pl.LazyFrame:
+    """Columns `columns` of input file `path` (one of `plan.files`) as `survey` and `stream`
+    read them (`read_exprs`): the scans of every file, so read, concatenate as one table."""
+    return parquet.scan(path).with_columns(read_exprs(plan, path)).select(columns)
+
+
+def values_expr(path: Path, name: str, dtype: pl.DataType) -> pl.Expr | None:
+    """How a doc_id column `name` of `path` that is not an input file (a gold file, say), stored
+    as `dtype`, is read as the runner reads an input's: a categorical as its values, an Arrow
+    uuid as its text; None when it is read as stored."""
+    if _categorical(dtype):
+        return pl.col(name).cast(pl.String)
+    if dtype == pl.Binary and _is_uuid(_arrow_type(path, name)):
+        return _uuid_text(name)
+    return None
+
+
 def _uuid_text(name: str) -> pl.Expr:
     """A uuid's 16 bytes as its canonical text, `8-4-4-4-12` lowercase hex digits (as Python's
     `str(uuid.UUID(bytes=...))`); null stays null."""
