@@ -4,7 +4,8 @@ Contract: every answer of a windowed document (`jobs.longdocs`) carries an `Evid
 character offsets `start:end` of the window whose answer was kept (`window` is its index among
 the document's windows), and for an extract answer the offsets `span_start:span_end` of the
 span, number or date it copied, found by `locate` in that window the way `decide.schemas.span`
-and `decide.schemas.dates` define spans (the first place it appears). A document read whole
+and `decide.schemas.dates` define spans (the first place it appears), its end grown over the
+combining marks that follow (`whole`: a span never ends inside a character). A document read whole
 (`jobs.decisions`) has evidence for its extract answers only: `window` None, `start:end` the
 whole document, and the span located the same way. All offsets index the original document
 string (Python characters). `EVIDENCE_FIELDS` is the struct the output parquet holds per question
@@ -14,6 +15,7 @@ a value not found as written).
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -51,6 +53,15 @@ def evidence_dtype(question_ids: list[str]) -> pl.Struct:
     return pl.Struct({qid: pl.Struct(EVIDENCE_FIELDS) for qid in question_ids})
 
 
+def whole(text: str, start: int, end: int) -> tuple[int, int]:
+    """`start:end` grown to whole characters as a reader sees them: the combining marks and
+    variation selectors after its last character belong to it (the accent of a decomposed
+    "cafe\u0301", Arabic vowel marks, the keycap of "1\ufe0f\u20e3")."""
+    while end < len(text) and unicodedata.category(text[end]).startswith("M"):
+        end += 1
+    return start, end
+
+
 def locate(
     value: Any,
     text: str,
@@ -63,6 +74,18 @@ def locate(
     copied from; None for `null` or when it is not there. With a `unit`, a length of time or an
     amount per period the text states ("two weeks", "$1,400 a month") is looked for before a
     number written as such. `spans`: `text`'s `WrittenSpans`, when the caller has them."""
+    found = _locate(value, text, schema, dates, unit, spans)
+    return None if found is None else whole(text, *found)
+
+
+def _locate(
+    value: Any,
+    text: str,
+    schema: Any,
+    dates: DatePolicy | None,
+    unit: str | None,
+    spans: WrittenSpans | None,
+) -> tuple[int, int] | None:
     if value is None or isinstance(value, bool):
         return None
     fmt = date_format(schema)

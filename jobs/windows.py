@@ -3,10 +3,13 @@
 Pure functions, no model. Contract:
 
 - `token_starts(encode, text)` is the character offset of every token of `text`, tokenized in
-  pieces of at most `TOKENIZE_CHARS` characters cut at whitespace, so a 1 MB document never
-  holds more than one piece's `Encoding` and the offsets live in one int array.
+  pieces of about `TOKENIZE_CHARS` characters cut where the piece's own tokens meet at
+  whitespace of any kind (never inside a token), so a 1 MB document never holds more than one
+  piece's `Encoding`, the offsets live in one int array, and they are those of the whole text
+  tokenized at once.
 - `segment(text, starts, budget, overlap)` cuts `text` into windows of at most `budget` tokens
-  each, on paragraph, line or sentence boundaries (`boundaries`); consecutive windows share
+  each, on paragraph, line (any line break: `\r`, `\r\n`, U+2028, ...) or sentence boundaries
+  (`boundaries`); consecutive windows share
   whole sentences worth at most `overlap` tokens (the stride is what is left). A sentence longer
   than `budget` (a 100 kB "sentence") is hard split at token boundaries. Windows without a token
   (whitespace only) are never produced; every token of the document lies in some window.
@@ -26,6 +29,7 @@ import heapq
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,17 +58,21 @@ DEFAULT_OVERLAP = 64  # tokens two consecutive windows may share (whole sentence
 DEFAULT_CONFIDENT = 0.5  # a non-absent window answer at least this confident beats "absent"
 ENFORCE_TRIES = 256  # choices tried, best first, to satisfy rules checked after decoding
 
-# Where a unit ends: after a blank line, a line break, or a sentence's final punctuation (with
-# closing quotes or brackets). ASCII . ! ? ; : (and the ellipsis …) end a sentence only when
-# whitespace follows, so "3.5" and "e.g.x" stay whole; the full-width terminators of Chinese and
-# Japanese (。｡！？；：), the Devanagari danda (। ॥), the Arabic question mark ؟ and the Urdu full
-# stop ۔ end one without (those scripts write none after them), and so does an ellipsis right
-# after a Chinese or Japanese character ("……"). A cut lies after any whitespace that follows.
+# Where a unit ends: after a blank line, a line break of any kind (\n, \r\n, a lone \r as old Mac
+# files end lines, vertical tab, form feed (a page break), U+001C-U+001E, NEL U+0085, the line
+# and paragraph separators U+2028 and U+2029: what `str.splitlines` breaks at), or a sentence's
+# final punctuation (with closing quotes or brackets). ASCII . ! ? ; : (and the ellipsis …) end
+# a sentence only when whitespace follows, so "3.5" and "e.g.x" stay whole; the full-width
+# terminators of Chinese and Japanese (。｡！？；：), the Devanagari danda (। ॥), the Arabic
+# question mark ؟ and the Urdu full stop ۔ end one without (those scripts write none after them),
+# and so does an ellipsis right after a Chinese or Japanese character ("……"). A cut lies after
+# any whitespace that follows.
 _CLOSE = "\"'’”)\\]»›」』）］｝〉》】〕〗〙〛〞〟＂＇"
 _WIDE = "。｡！？；：।॥؟۔"
 _CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff9f\uac00-\ud7af"
+LINE_BREAKS = r"\n\r\v\f\x1c-\x1e\x85\u2028\u2029"
 BOUNDARY = re.compile(
-    rf"\n\s*|[.!?;:…][{_CLOSE}]*\s+|(?:[{_WIDE}]|(?<=[{_CJK}])…)[{_WIDE}…]*[{_CLOSE}]*\s*"
+    rf"[{LINE_BREAKS}]\s*|[.!?;:…][{_CLOSE}]*\s+|(?:[{_WIDE}]|(?<=[{_CJK}])…)[{_WIDE}…]*[{_CLOSE}]*\s*"
 )
 
 
@@ -96,22 +104,60 @@ def token_starts(
     encode: Callable[[str], Sequence[tuple[int, int]]], text: str, chunk: int = TOKENIZE_CHARS
 ) -> np.ndarray:
     """Character offsets where the tokens of `text` start. `encode` gives a text's token
-    offsets (no special tokens). Pieces are cut at whitespace (in text without any, just before a
-    full-width sentence end), so no token crosses a cut."""
+    offsets (no special tokens). The text is tokenized in pieces of about `chunk` characters;
+    a piece is cut where its own tokens meet (no token of it crosses the cut) at least
+    `_context(chunk)` characters before its end, so the tokens before the cut saw the text after
+    it. Of such places the last one at whitespace of any kind (`str.isspace`: tabs, no-break and
+    ideographic spaces, every line break) is taken, else the last one just before a full-width
+    sentence end, else after or before any other non-word character, else any; a piece with none
+    grows until it has one (a run one token long is never cut). Cut and joined again, the starts
+    are those of `text` tokenized at once."""
     out: list[np.ndarray] = []
     position = 0
     while position < len(text):
-        end = min(len(text), position + chunk)
-        if end < len(text):
-            space = text.rfind(" ", position + 1, end)
-            cut = max(space, text.rfind("\n", position + 1, end))
-            if cut <= position:  # no whitespace (Chinese, Japanese): before a terminator
-                cut = max(text.rfind(t, position + 1, end) for t in UNSPACED_CUTS)
-            end = cut if cut > position else end
-        offsets = encode(text[position:end])
-        out.append(np.fromiter((a + position for a, _ in offsets), dtype=np.int64))
-        position = end
+        size = chunk
+        while True:
+            end = min(len(text), position + size)
+            offsets = encode(text[position:end])
+            pairs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2) + position
+            found = pairs[:, 0]
+            if end == len(text):
+                cut = len(text)
+                break
+            cut = _cut(text, position, end - _context(size), found, pairs[:, 1])
+            if cut is not None:
+                break
+            size *= 2  # one token over the whole piece (a glued run): tokenize more of it
+        out.append(found[found < cut])
+        position = cut
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _context(chunk: int) -> int:
+    """Characters of a piece after its cut, tokenized but kept for the next piece."""
+    return min(1024, chunk // 4)
+
+
+def _cut(text: str, position: int, limit: int, found: np.ndarray, ends: np.ndarray) -> int | None:
+    """The best place in `(position, limit]` to cut the piece of `text` starting at `position`
+    whose tokens start at `found` and end at `ends` (document offsets; see `token_starts`);
+    None when no token of it starts there without another token crossing it."""
+    reach = np.maximum.accumulate(ends) if len(ends) else ends  # furthest end so far
+    clean = np.ones(len(found), dtype=bool)
+    clean[1:] = reach[:-1] <= found[1:]
+    places = found[clean & (found > position) & (found <= limit)].tolist()
+    fallback: list[int | None] = [None, None, None]  # full-width end, non-word, any
+    for a in reversed(places):
+        before, at = text[a - 1], text[a]
+        if before.isspace() or at.isspace():
+            return a
+        if at in UNSPACED_CUTS:
+            fallback[0] = fallback[0] or a
+        elif not (before.isalnum() and at.isalnum()):
+            fallback[1] = fallback[1] or a
+        else:
+            fallback[2] = fallback[2] or a
+    return next((c for c in fallback if c is not None), None)
 
 
 def boundaries(text: str) -> list[int]:
@@ -130,12 +176,41 @@ def _units(text: str, starts: np.ndarray, budget: int) -> list[tuple[int, int, i
     for start, end, t0, t1 in zip(cuts, ends, first.tolist(), last.tolist(), strict=True):
         if t1 <= t0:
             continue  # whitespace only: no window of its own
-        for a in range(t0, t1, budget):
-            b = min(t1, a + budget)
+        a = t0
+        while a < t1:
+            b = t1 if t1 - a <= budget else _split(text, starts, a, a + budget)
             char_start = start if a == t0 else int(starts[a])
             char_end = end if b == t1 else int(starts[b])
             units.append((char_start, char_end, a, b))
+            a = b
     return units
+
+
+def _split(text: str, starts: np.ndarray, first: int, last: int) -> int:
+    """Where a unit too long for a window is cut after token `first`: the last token in
+    `(first + half, last]` that starts a word (at or after whitespace), else the last there that
+    starts a character of its own between two non-word characters or a word and a non-word one
+    (not a subword, not a combining mark, not inside an emoji's joined sequence, not the second
+    byte-level token of a character), else `last`."""
+    low = first + max(1, (last - first) // 2)
+    fallback = last
+    for b in range(last, low - 1, -1):
+        at = int(starts[b])
+        if at == int(starts[b - 1]):
+            continue  # the rest of a character a byte-level token began
+        before, char = text[at - 1], text[at]
+        if before.isspace() or char.isspace():
+            return b
+        if fallback == last and not _joined(before, char):
+            fallback = b
+    return fallback
+
+
+def _joined(before: str, char: str) -> bool:
+    """Whether a cut between `before` and `char` would split a word or a character as read."""
+    if unicodedata.category(char)[0] == "M" or "\u200d" in (before, char):
+        return True
+    return before.isalnum() and char.isalnum()
 
 
 def segment(
