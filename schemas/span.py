@@ -12,8 +12,9 @@ tokenizer's own spelling of each admissible span, padded with filler) and implem
 committed tokens has it there. A value the model would otherwise paraphrase, misspell or glue to
 a neighbouring word ("aliceville", "clara henderson" for "Clara Olsen") cannot be produced. The
 sampler decides spans position by position (`options()` is None; see there why). Word boundaries
-come from `WORD`: letters and digits, joined inside a word by one of `' ’ - . & /` ("O'Brien",
-"Jean-Luc", "U.S", "B&B").
+come from `WORD`: letters and digits, each with the combining marks after it ("हिंदी", an accent
+written apart), joined inside a word by one of `' ’ - . & /` ("O'Brien", "Jean-Luc", "U.S",
+"B&B").
 
 A numeric extract question (a schema that admits integers or numbers but no strings: "the claimed
 amount") may only answer a number the document states (`document_numbers`, read by
@@ -27,6 +28,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import sys
+import unicodedata
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -46,7 +49,37 @@ from .written_numbers import number_places
 if TYPE_CHECKING:
     import torch
 
-WORD = re.compile(r"[^\W_]+(?:['’\-.&/][^\W_]+)*")
+
+@functools.cache
+def combining_marks() -> str:
+    """The body of a regex character class holding every combining mark (Unicode categories
+    Mn, Mc, Me as this Python's `unicodedata` has them): Indic vowel signs and viramas, Arabic
+    and Hebrew vowel points, accents written apart. Built on first use (0.1 s)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code))[0] == "M":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+
+
+class _Word:
+    """`WORD`, compiled on first use: letters and digits, each with the combining marks that
+    follow it ("हिंदी" is one word: Python's `\\w` has no marks, which cut it into "ह", "द"),
+    joined inside a word by one of `' ’ - . & /`."""
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        part = f"[^\\W_]+(?:[{combining_marks()}]+[^\\W_]*)*"  # no backtracking over marks
+        return re.compile(f"{part}(?:['’\\-.&/]{part})*")
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.pattern.finditer(text)
+
+
+WORD = _Word()
 MAX_SPAN_WORDS = 12
 
 
@@ -167,6 +200,9 @@ class WrittenSpans:
             whole = (at == 0 or where[at - 1] != start) and (
                 at + size == len(where) or where[at + size] != end - 1
             )
+            # the combining marks after its last character are the word's (plain, they vanish)
+            while end < len(self.document) and unicodedata.category(self.document[end])[0] == "M":
+                end += 1
             if whole and start in starts and end in ends:
                 return start, end
             at = plain.find(wanted, at + 1)

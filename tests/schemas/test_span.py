@@ -471,3 +471,32 @@ def test_numeric_extract_values_are_the_stated_numbers_the_schema_accepts(
         assert not wanted
         return
     assert {Decimal(v) for v in values} == wanted
+
+
+def test_words_keep_their_combining_marks():
+    """Python's `\\w` has no combining marks, so a Devanagari word was cut at every vowel sign
+    and virama ("हिंदी भाषा" gave the words "ह", "द", "भ", "ष"): no Hindi, Bengali or Tamil
+    name could be an extract answer, and an accent written apart ("cafe" + U+0301) was left off
+    its word. English words are unchanged."""
+    hindi = "मेरा नाम राहुल शर्मा है, हिंदी भाषा।"
+    assert document_spans(hindi, max_words=1) == ["मेरा", "नाम", "राहुल", "शर्मा", "है", "हिंदी", "भाषा"]
+    assert "राहुल शर्मा" in document_spans(hindi, max_words=2)
+    assert document_spans("un cafe\u0301 noir", max_words=1) == ["un", "cafe\u0301", "noir"]
+    assert WrittenSpans(hindi).find("राहुल शर्मा") == (hindi.index("राहुल"), hindi.index(" है"))
+    # every completion of a span slot over the Hindi text is a run of its whole words (GPT-2's
+    # byte-level vocabulary spells them exactly)
+    voc, filler = vocabulary(GPT2)
+    slot = compile_slot({"type": "string", "maxLength": 40}, voc)
+    words = hindi.replace(",", "").replace("।", "").split()
+    rng = random.Random(1)
+    seen = set()
+    for _ in range(12):
+        state, committed = SpanSlot(slot, filler, hindi), set()
+        while not state.is_complete():
+            masks = allowed(state)
+            p = rng.choice([p for p in range(state.length) if p not in committed])
+            assert state.commit(p, rng.choice(sorted(masks[p])))
+            committed.add(p)
+        seen.add(state.decode().value)
+    assert seen <= set(document_spans(hindi)) and len(seen) > 3
+    assert all(w.strip(",।") in words for value in seen for w in value.split())  # whole words
