@@ -36,12 +36,16 @@ from typing import Any
 
 import numpy as np
 
+from decide.schemas.span import combining_marks
+
 # Scripts written without spaces between words (Han, kana): each of their characters is a term
 # of its own, as CJK search engines index them (the evidence ranker also pairs adjacent terms,
 # which gives the usual character bigrams); elsewhere a term is a run of two or more word
 # characters, exactly what `\b\w\w+\b` (bm25s's and scikit-learn's default) finds.
 UNSPACED = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-TERM = re.compile(rf"[{UNSPACED}]|(?:(?![{UNSPACED}])\w){{2,}}")
+# A word character's combining marks are part of its term (Python's `\w` has none: "हिंदी"
+# gave the terms "ह" and "द", dropped as shorter than two; `schemas.span.combining_marks`).
+TERM = re.compile(rf"[{UNSPACED}]|(?:(?![{UNSPACED}])[\w{combining_marks()}]){{2,}}")
 UNSPACED_CHAR = re.compile(rf"[{UNSPACED}]")
 
 

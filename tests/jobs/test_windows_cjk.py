@@ -110,3 +110,12 @@ def test_a_long_text_without_whitespace_is_tokenized_in_pieces_as_in_one_pass(tm
         text = CHINESE * 20 + JAPANESE * 20
         assert " " not in text and "\n" not in text
         assert np.array_equal(token_starts(offsets, text, 997), token_starts(offsets, text, 10**9))
+
+
+def test_bm25_finds_the_window_a_hindi_question_is_about() -> None:
+    """Devanagari terms lost every vowel sign and virama ("राहुल" gave "र" "ह" "ल", each
+    shorter than a term): nothing matched and `top_k` kept the first windows."""
+    filler = ["किराया हर महीने की पहली तारीख को देना होगा।", "मरम्मत मकान मालिक करेगा।"] * 4
+    texts = [*filler, "गाड़ी दिल्ली में टकराई और दावा पाँच हज़ार रुपये का है।", *filler]
+    assert rank(texts, "गाड़ी कहाँ टकराई?", 1) == [8]
+    assert "दिल्ली" in terms("गाड़ी दिल्ली में टकराई")
