@@ -180,6 +180,40 @@ def test_a_job_that_asks_no_question_is_refused(models, tmp_path, lists) -> None
     assert not (tmp_path / "out").exists()
 
 
+def test_per_row_questions_take_the_spec_questions_other_keys(models, tmp_path) -> None:
+    """Fields of the questions struct beyond id, text, schema and extract are read as the spec's
+    question keys (`unit`, `absent`, `absent_below`), as the README says; a bad one fails its
+    row naming it."""
+    police = {
+        "id": "police",
+        "text": "Police report?",
+        "schema": json.dumps({"enum": ["yes", "no", "unknown"]}),
+        "extract": False,
+        "unit": None,
+        "absent": "unknown",
+        "absent_below": 0.99,
+    }
+    days = {
+        "id": "days",
+        "text": "Days since purchase?",
+        "schema": json.dumps({"type": "integer"}),
+        "extract": True,
+        "unit": "days",
+        "absent": None,
+        "absent_below": None,
+    }
+    bad = {**police, "absent": "maybe"}
+    pl.DataFrame({"doc_id": ["a", "b"], "document": ["I bought it two weeks ago."] * 2,
+                  "questions": [[police, days], [bad]]}).write_parquet(tmp_path / "in.parquet")  # fmt: skip
+    run_job(parse_spec({"questions": []}), [tmp_path / "in.parquet"], tmp_path / "out",
+            model=models["sdar"], progress=False)  # fmt: skip
+    rows = {r["doc_id"]: r for r in read_answers(tmp_path / "out").iter_rows(named=True)}
+    assert rows["a"]["status"] == "ok" and rows["a"]["answers"]["days"] == 14  # unit: days
+    assert (
+        rows["b"]["error_kind"] == "invalid_questions" and "absent: 'maybe'" in rows["b"]["error"]
+    )
+
+
 def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     docs = write_docs(tmp_path / "in.parquet", 3)
     model = str(models["llada"])
