@@ -30,8 +30,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
-from decimal import Decimal
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from decide.schemas.drafts import validator_class
 
 from . import calibration as cal
 from . import parquet
+from .gold import gold_object as _gold_object
 from .inputs import inspect_inputs, scan_read, values_expr
 from .manifest import Manifest
 from .spec import SpecError, absent_value, parse_questions
@@ -200,33 +200,6 @@ def _input_questions(manifest: Manifest, wanted: set[Any], by_text: bool) -> tup
         for doc_id, asked in frame.iter_rows():
             found.setdefault(doc_id, asked)
     return found, problems
-
-
-GOLD_OBJECTS = (pl.Struct, pl.Map)  # gold column types read as the decision object itself
-
-
-def _gold_object(value: Any, dtype: pl.DataType) -> Any:
-    """A gold cell as the decision object: JSON text parsed, a struct (or map) cell as the
-    object it holds (a null field a null value), dates and times as their ISO text, decimals
-    as numbers; None for a null cell."""
-    if value is None:
-        return None
-    if not isinstance(dtype, GOLD_OBJECTS):
-        return json.loads(value)
-    return _plain(value)
-
-
-def _plain(value: Any) -> Any:
-    """A polars cell of a struct gold column as JSON would give it."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, date | time):  # datetime is a date
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
 
 
 def _usable_confidence(value: Any) -> bool:

@@ -1,7 +1,9 @@
 """`decide train` on a user's data: a job-format parquet with a gold column.
 
 Rows carry `document`, optionally a per-row `questions` column (as for `decide run`), and the gold
-decision object as JSON text; rows without questions take the spec's. A document too long for the
+decision object as JSON text or a struct (or map) cell (`jobs.gold`, as `decide calibrate` reads it;
+a null cell is a skipped row); rows whose questions are null take the spec's, and an empty list asks
+nothing (a skipped row), as `decide run` reads the column. A document too long for the
 model is trained on in windows, as `decide run` reads it (`train.windows`); an optional evidence
 column (JSON text: per question id a list of `[start, end]` character offsets where the document
 states its answer, `0 <= start <= end <= len(document)`; an id no question of the row has, or an
@@ -47,6 +49,8 @@ from decide.engine.config import ModelConfig
 from decide.engine.loader import build_model, load_config
 from decide.engine.tokenizer import TokenizerBundle
 from decide.jobs import parquet
+from decide.jobs.gold import GOLD_OBJECTS, gold_object
+from decide.jobs.inputs import _questions_type_ok
 from decide.jobs.spec import SpecError, load_spec
 
 from .evidence_ranker import fit as fit_ranker
@@ -68,13 +72,26 @@ def read_rows(
     for column in ("document", gold_column, *([evidence_column] if evidence_column else [])):
         if column not in frame.columns:
             raise SpecError(f"{path}: no {column!r} column (columns: {', '.join(frame.columns)})")
+    gold_type = frame.schema[gold_column]
+    if not (gold_type in (pl.String, pl.Null) or isinstance(gold_type, GOLD_OBJECTS)):
+        raise SpecError(f"{path}: column {gold_column!r} is {gold_type}, expected JSON text "
+                        "(string) or a struct (or map) holding the decision object")  # fmt: skip
+    stated = frame.schema.get("questions")
+    if stated is not None and stated != pl.Null and not _questions_type_ok(stated):
+        raise SpecError(f"{path}: column 'questions' is {stated}, expected list<struct<id: "
+                        "string, text: string, schema: string>> (schema as JSON text), as "
+                        "`decide run` reads it")  # fmt: skip
     rows = []
     unknown_ids: dict[str, list[Any]] = {}  # evidence id -> [rows, first row, its question ids]
     for index, row in enumerate(frame.iter_rows(named=True)):
-        questions = row.get("questions") or spec_questions
-        if not questions:
+        # A row's questions list replaces the spec's, a null one falls back to them, and an
+        # empty one asks nothing (a row `check_rows` skips), as `decide run` reads the column.
+        questions = row.get("questions")
+        if questions is None:
+            questions = spec_questions
+        if questions is None:
             raise SpecError(f"{path} row {index}: no questions (no questions column, no --spec)")
-        gold = _json_object(path, index, gold_column, row[gold_column])
+        gold = _gold(path, index, gold_column, row[gold_column], gold_type)
         evidence: dict[str, list[tuple[int, int]]] = {}
         if evidence_column is not None and row[evidence_column] is not None:
             spans = _json_object(path, index, evidence_column, row[evidence_column])
@@ -94,7 +111,7 @@ def read_rows(
             ids = ", ".join(str(q.get("id")) for q in questions)
             for qid in unknown:
                 unknown_ids.setdefault(qid, [0, where, ids])[0] += 1
-        rows.append(LongRow(str(doc_id), document, list(questions), gold, evidence))
+        rows.append(LongRow(str(doc_id), document, list(questions), gold, evidence))  # type: ignore[arg-type]
     if unknown_ids:
         named = "; ".join(f"{qid!r} ({count} row{'' if count == 1 else 's'}, first {where}, "
                           f"whose questions are {ids})"
@@ -133,17 +150,64 @@ def check_rows(
 ) -> dict[str, list[Any]]:
     """The rows training cannot teach, by skip reason: `{reason: [count, first doc_id,
     detail]}` (`ExampleBuilder.problem`); empty when every row can be taught."""
-    builder = ExampleBuilder(config, tokenizer)
+    return _tally(rows, row_problems(rows, config, tokenizer))
+
+
+def _tally(
+    rows: Sequence[LongRow], found: Sequence[tuple[str, str] | None]
+) -> dict[str, list[Any]]:
+    """`row_problems` by reason: `{reason: [count, first doc_id, detail]}`."""
     problems: dict[str, list[Any]] = {}
-    for row in rows:
-        found = builder.problem(row.questions, row.gold)
-        if found is not None:
-            reason, detail = found
+    for row, problem in zip(rows, found, strict=True):
+        if problem is not None:
+            reason, detail = problem
             if reason in problems:
                 problems[reason][0] += 1
             else:
                 problems[reason] = [1, row.doc_id, detail]
     return problems
+
+
+def row_problems(
+    rows: Sequence[LongRow], config: ModelConfig, tokenizer: TokenizerBundle
+) -> list[tuple[str, str] | None]:
+    """Per row, why training cannot teach it (`(reason, detail)`, `ExampleBuilder.problem`; a
+    null gold cell "gold is null", an empty questions list "no questions asked"), None when it
+    can."""
+    builder = ExampleBuilder(config, tokenizer)
+    found: list[tuple[str, str] | None] = []
+    for row in rows:
+        if row.gold is None:
+            found.append(("gold is null", "the row's gold cell is null (not labelled)"))
+        elif not row.questions:
+            found.append(("no questions asked", "the row's questions list is empty"))
+        else:
+            found.append(builder.problem(row.questions, row.gold))
+    return found
+
+
+def _gold(
+    path: Path, index: int, column: str, value: Any, dtype: pl.DataType
+) -> dict[str, Any] | None:
+    """A row's gold decision object (JSON text, or a struct or map cell: `jobs.gold`); None for a
+    null cell (a row `check_rows` skips)."""
+    if value is None:
+        return None
+    try:
+        gold = gold_object(value, dtype)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{path} row {index}: {column} is not JSON text ({exc})") from exc
+    if not isinstance(gold, dict):
+        raise SpecError(f"{path} row {index}: {column} must be a JSON object, got "
+                        f"{type(gold).__name__}")  # fmt: skip
+    for key, answer in gold.items():  # JSON text may escape a lone surrogate ("\ud800")
+        try:
+            json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise SpecError(f"{path} row {index}: {column}/{key} is not valid Unicode text "
+                            f"({exc.reason}: {bad!r})") from exc  # fmt: skip
+    return gold
 
 
 def _json_object(path: Path, index: int, column: str, text: Any) -> dict[str, Any]:
@@ -225,7 +289,8 @@ def train_from_parquet(
     # The tokenizer and config are those of a --from-scratch start too (its random weights
     # are built from this config): check the rows before anything is written.
     _, model_config, tokenizer = load_config(init)
-    problems = check_rows(rows, model_config, tokenizer)
+    found = row_problems(rows, model_config, tokenizer)
+    problems = _tally(rows, found)
     unusable = sum(count for count, _, _ in problems.values())
     if problems:
         counts = skip_summary({reason: count for reason, (count, _, _) in problems.items()})
@@ -234,7 +299,10 @@ def train_from_parquet(
         if unusable == len(rows):
             raise SpecError(f"{data}: no training row is usable ({counts}; first of each: "
                             f"{first})")  # fmt: skip
-        log(f"skipping {unusable} of {len(rows)} rows that cannot be taught: {counts}")
+        log(
+            f"skipping {unusable} of {len(rows)} rows that cannot be taught: {counts} (first "
+            f"of each: {first})"
+        )
     ranker = None
     if evidence_ranker and any(spans for row in rows for spans in row.evidence.values()):
         if importlib.util.find_spec("sklearn") is None:
@@ -256,7 +324,10 @@ def train_from_parquet(
         # No saved state to continue: the random start of the run, rebuilt from the same seed
         # when resuming a run stopped before its first checkpoint.
         start = random_init(init, out / "scratch", config.seed)
-    windows = WindowRows(model_config, tokenizer, rows, ranker=ranker, cut_share=cut_share)
+    # Only the rows that can be taught are drawn: a skipped row's missing or null gold would
+    # otherwise fail a window of it mid-run (`WindowRows.window_gold`).
+    taught = [row for row, problem in zip(rows, found, strict=True) if problem is None]
+    windows = WindowRows(model_config, tokenizer, taught, ranker=ranker, cut_share=cut_share)
     summary = train(start, windows.draw, out, config, resume=resume, progress=progress, log=log,
                     about=about)  # fmt: skip
     summary["rows_unusable"] = {reason: count for reason, (count, _, _) in problems.items()}
