@@ -88,11 +88,59 @@ class _Commands(click.Group):
     the code of a job that finished with failed rows."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _stop_signals():
+        with _stop_signals(), _reader_may_leave():
             try:
                 return super().invoke(ctx)
             except KeyboardInterrupt as exc:
                 _fail(_stopped(exc), EXIT_ABORTED)
+
+
+class _ReaderMayLeave:
+    """A text stream that outlives its reader: once a write finds the pipe closed (`decide run
+    ... | head -1`), the rest of the output is dropped instead of raising `BrokenPipeError`,
+    which click turns into exit 1 ("finished with failed rows") wherever it lands, a job's own
+    exit code lost and, on stderr, a job stopped mid-run."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self.gone = True
+        # What the stream still buffers goes nowhere: its flush at exit must not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _reader_may_leave() -> Iterator[None]:
+    """While a command runs, stdout and stderr as `_ReaderMayLeave` streams."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ReaderMayLeave(sys.stdout), _ReaderMayLeave(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _stopped(exc: KeyboardInterrupt) -> str:
@@ -620,6 +668,10 @@ def report(out_dir: Path) -> None:
     """
     from decide.report import ReportError, write_report
 
+    if not out_dir.exists():
+        _fail(f"{out_dir}: no such directory; pass the -o directory of a `decide run`")
+    if not out_dir.is_dir():
+        _fail(f"{out_dir}: not a directory; pass the -o directory of a `decide run`")
     try:
         built = write_report(out_dir)
     except ReportError as exc:
@@ -627,6 +679,13 @@ def report(out_dir: Path) -> None:
         return
     counts = built["counts"]
     click.echo(f"{counts['decided']} documents ({counts['ok']} ok, {counts['failed']} failed)")
+    undecided = counts["total"] - counts["ok"] - counts["failed"]
+    if undecided > 0:
+        status = built["job"]["status"]
+        click.echo(
+            f"{undecided} of {counts['total']} documents not decided (job {status}): rerun the "
+            "same `decide run` command with --resume to decide them"
+        )
     click.echo(f"report: {out_dir / 'report.html'} (and report.json)")
 
 

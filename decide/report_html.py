@@ -262,6 +262,19 @@ def page_row(row: dict[str, Any]) -> dict[str, Any]:
     return _script_safe(row)
 
 
+def undecided_note(status: str, undecided: int, total: int) -> str | None:
+    """Why the page counts fewer ok and failed rows than documents: the job stopped (or is still
+    running) before deciding them. None when every document was decided."""
+    if not undecided:
+        return None
+    why = {"aborted": "The job was aborted", "running": "The job has not finished (or was killed)"}
+    return (
+        f"{why.get(status, f'The job is {status}')}: {fmt(undecided)} of the {fmt(total)} "
+        "documents were not decided and are in no output part. Rerun the same `decide run` "
+        "command with --resume to decide them."
+    )
+
+
 def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     c, t = report["counts"], report["throughput"]
     cards = [
@@ -273,6 +286,9 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         ("answer tokens/forward pass", fmt(t["answer_tokens_per_forward_pass"])),
         ("mean confidence", fmt(report["confidence"]["mean"], 3)),
     ]
+    undecided = max(c["total"] - c["ok"] - c["failed"], 0)
+    if undecided:
+        cards.insert(3, ("not decided", fmt(undecided)))
     reasons = sorted(c["failed_by_reason"].items(), key=lambda kv: -kv[1])
     questions = [{"id": q["id"], "text": q["text"], "chart": _distribution_chart(q),
                   "line": _question_line(q)} for q in report["questions"]]  # fmt: skip
@@ -291,6 +307,7 @@ def render_html(report: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "job": report["job"],
         "generated": report["generated"],
         "cards": cards,
+        "undecided": undecided_note(report["job"]["status"], undecided, c["total"]),
         "filler": None if t["filler_tokens"] is None else fmt(t["filler_tokens"]),
         "review": review_context(report),
         "failed": c["failed"],
