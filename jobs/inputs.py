@@ -133,6 +133,10 @@ UUID_GROUPS = ((0, 8), (8, 4), (12, 4), (16, 4), (20, 12))
 
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+# Tables people pass instead of parquet, and the polars reader of each.
+TABLE_READERS = {".csv": "read_csv", ".tsv": "read_csv", ".jsonl": "read_ndjson",
+                 ".ndjson": "read_ndjson", ".arrow": "read_ipc", ".feather": "read_ipc",
+                 ".xlsx": "read_excel"}  # fmt: skip
 
 
 def _schema(path: Path) -> pl.Schema:
@@ -144,6 +148,11 @@ def _schema(path: Path) -> pl.Schema:
         return parquet.schema(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         hint = "; a job spec is passed with --spec" if path.suffix in SPEC_SUFFIXES else ""
+        reader = TABLE_READERS.get(path.suffix.lower())
+        if reader is not None and not hint:
+            hint = (f"; decide reads parquet only: convert it first, e.g. "
+                    f"python -c \"import polars as pl; pl.{reader}('{path}')"
+                    f".write_parquet('{path.with_suffix('.parquet')}')\"")  # fmt: skip
         raise SpecError(f"{path}: not a readable parquet file ({exc}){hint}") from exc
     except pl.exceptions.PanicException as exc:  # polars panics on some Arrow types
         raise SpecError(

@@ -359,8 +359,35 @@ def _describe(error: ValidationError, prefix: tuple = ()) -> str:
     lines = []
     for item in error.errors():
         where = ".".join(str(p) for p in (*prefix, *item["loc"])) or "(top level)"
-        lines.append(f"{where}: {item['msg']}")
+        hint = ""
+        if item["type"] == "extra_forbidden" and item["loc"]:  # a misspelt key: the closest one
+            hint = _closest_key(error.title, item["loc"])
+        lines.append(f"{where}: {item['msg']}{hint}")
     return "; ".join(lines)
+
+
+def _closest_key(model: str, loc: tuple) -> str:
+    """ "; did you mean `questions`?" for an unknown key one of the keys allowed where it
+    stands is close to (`model`: the validated model's name, `loc`: the key's location)."""
+    import difflib
+
+    models = {m.__name__: m for m in (JobSpec, Question, Decoding, Windows, InputColumns)}
+    here: Any = models.get(model)
+    for part in loc[:-1]:  # walk down to the model the key was given in
+        if here is None:
+            return ""
+        if isinstance(part, int):
+            continue
+        field = here.model_fields.get(part)
+        kind = getattr(field, "annotation", None)
+        args = [a for a in getattr(kind, "__args__", ()) if isinstance(a, type)]
+        here = next((t for t in [kind, *args] if isinstance(t, type) and t in models.values()),
+                    None)  # fmt: skip
+    if here is None:
+        return ""
+    keys = [f.alias or name for name, f in here.model_fields.items()]
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def parse_spec(data: Any, origin: str = "spec") -> JobSpec:

@@ -219,6 +219,7 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     model = str(models["llada"])
     pl.DataFrame({"id": ["x"], "document": ["t"]}).write_parquet(tmp_path / "noid.parquet")
     (tmp_path / "text.parquet").write_text("this is not parquet")
+    (tmp_path / "rows.csv").write_text("doc_id,document\n1,text\n")
     (tmp_path / "a-file").write_text("")
     hostname = {"id": "x", "text": "X?", "schema": {"type": "string", "format": "ipv6"}}
     specs = {
@@ -245,6 +246,14 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
         (tmp_path / "text.parquet", "o2", "job", "not a readable parquet file"),
         # the spec given where the inputs go (`decide run job.yaml in.parquet`)
         (tmp_path / "job.json", "o12", "job", "a job spec is passed with --spec"),
+        # a CSV where parquet goes: how to convert it
+        (
+            tmp_path / "rows.csv",
+            "o13",
+            "job",
+            "decide reads parquet only: convert it first, e.g. "
+            'python -c "import polars as pl; pl.read_csv(',
+        ),
         (docs, "o3", "bad", "/format"),
         (docs, "o4", "none", "no questions"),
         (docs, "a-file/out", "job", "a-file"),

@@ -200,3 +200,24 @@ def test_a_relative_model_is_found_beside_the_spec(tmp_path: Path, monkeypatch) 
     )
     assert Path(load_spec(spec).calibration).resolve() == (tmp_path / "jobs" / "cal.json").resolve()
     assert load_spec(spec).fingerprint() == parse_spec(read_yaml(spec.read_text())).fingerprint()
+
+
+def test_a_misspelt_key_says_which_it_may_be() -> None:
+    """ "questoins: Extra inputs are not permitted" left the user to find the spelling."""
+    with pytest.raises(
+        SpecError, match=r"questoins: Extra inputs are not permitted; did you mean `questions`\?"
+    ):
+        parse_spec({"questoins": []}, "job.yaml")
+    bad = {
+        "questions": [{"id": "a", "text": "A?", "schema": {}, "extrct": True}],
+        "decoding": {"treshold": 0.5},
+        "windows": {"overlapp": 3},
+        "zzz": 1,
+    }
+    with pytest.raises(SpecError) as info:
+        parse_spec(bad, "job.yaml")
+    message = str(info.value)
+    assert "questions.0.extrct: Extra inputs are not permitted; did you mean `extract`?" in message
+    assert "decoding.treshold: Extra inputs are not permitted; did you mean `threshold`?" in message
+    assert "windows.overlapp: Extra inputs are not permitted; did you mean `overlap`?" in message
+    assert "zzz: Extra inputs are not permitted;" not in message  # nothing close: no guess
