@@ -15,7 +15,6 @@ a value not found as written).
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from decide.schemas.dates import MAX_DATE_WORDS, DatePolicy, date_format, read_date
-from decide.schemas.span import WrittenSpans, _span_places
+from decide.schemas.span import WrittenSpans, _span_places, past_marks
 from decide.schemas.units import unit_places
 from decide.schemas.written_numbers import number_places
 
@@ -53,15 +52,6 @@ def evidence_dtype(question_ids: list[str]) -> pl.Struct:
     return pl.Struct({qid: pl.Struct(EVIDENCE_FIELDS) for qid in question_ids})
 
 
-def whole(text: str, start: int, end: int) -> tuple[int, int]:
-    """`start:end` grown to whole characters as a reader sees them: the combining marks and
-    variation selectors after its last character belong to it (the accent of a decomposed
-    "cafe\u0301", Arabic vowel marks, the keycap of "1\ufe0f\u20e3")."""
-    while end < len(text) and unicodedata.category(text[end]).startswith("M"):
-        end += 1
-    return start, end
-
-
 def locate(
     value: Any,
     text: str,
@@ -75,7 +65,7 @@ def locate(
     amount per period the text states ("two weeks", "$1,400 a month") is looked for before a
     number written as such. `spans`: `text`'s `WrittenSpans`, when the caller has them."""
     found = _locate(value, text, schema, dates, unit, spans)
-    return None if found is None else whole(text, *found)
+    return None if found is None else (found[0], past_marks(text, found[1]))
 
 
 def _locate(

@@ -65,6 +65,15 @@ def combining_marks() -> str:
     return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
 
 
+def past_marks(text: str, end: int) -> int:
+    """`end` moved past the combining marks (and variation selectors) that follow it: they
+    belong to the character before (the accent of a decomposed "cafe\u0301", Arabic vowel
+    marks, the keycap of "1\ufe0f\u20e3")."""
+    while end < len(text) and unicodedata.category(text[end])[0] == "M":
+        end += 1
+    return end
+
+
 class _Word:
     """`WORD`, compiled on first use: letters and digits, each with the combining marks that
     follow it ("हिंदी" is one word: Python's `\\w` has no marks, which cut it into "ह", "द"),
@@ -200,9 +209,7 @@ class WrittenSpans:
             whole = (at == 0 or where[at - 1] != start) and (
                 at + size == len(where) or where[at + size] != end - 1
             )
-            # the combining marks after its last character are the word's (plain, they vanish)
-            while end < len(self.document) and unicodedata.category(self.document[end])[0] == "M":
-                end += 1
+            end = past_marks(self.document, end)  # its last character's marks (plain: none)
             if whole and start in starts and end in ends:
                 return start, end
             at = plain.find(wanted, at + 1)
