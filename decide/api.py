@@ -236,33 +236,6 @@ class Decider:
                             "(Decider.from_spec gives it a spec's)")  # fmt: skip
         return self._questions
 
-    def _calibrated(self, decision: Decision, qset: QuestionSet) -> None:
-        """The spec's calibration and review flag on one decision, as `decide run` applies
-        them to its rows (`ConfidencePlan.frame`)."""
-        from decide.jobs import calibration as cal
-
-        plan = self._confidence
-        if plan is None or not decision.ok or decision.confidence is None:
-            return
-        if plan.document is not None:
-            schemas = {q.id: q.schema for q in qset.questions}
-            raw = dict(decision.confidence)
-            decision.raw_confidence = raw
-            decision.confidence = {
-                qid: p if p is None else float(plan.fitted.map_for(
-                    qid, plan.kinds.get(qid, cal.schema_kind(schemas.get(qid))),
-                    plan.options.get(qid, cal.schema_options(schemas.get(qid))),
-                )(np.array([p], dtype=np.float64))[0])
-                for qid, p in raw.items()
-            }  # fmt: skip
-        if plan.review_below is not None:
-            values = [p for p in decision.confidence.values() if p is not None]
-            decision.review = bool(
-                decision.partial
-                or any(not np.isfinite(p) for p in values)
-                or any(p < plan.review_below for p in values)
-            )
-
     def _compile(self, questions: Questions) -> QuestionSet:
         asked = _questions(questions)
         try:
@@ -345,7 +318,8 @@ class Decider:
         for d in decisions:
             if d.error is not None:
                 d.error = api_message(d.error)
-            self._calibrated(d, compiled)
+            if self._confidence is not None:  # the spec's calibration and review threshold
+                self._confidence.decision(d, {q.id: q.schema for q in compiled.questions})
         return decisions
 
 

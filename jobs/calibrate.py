@@ -506,8 +506,30 @@ class ConfidencePlan:
     def active(self) -> bool:
         return self.document is not None or self.review_below is not None
 
-    def map(self, qid: str) -> Callable[[Any], np.ndarray]:
-        return self.fitted.map_for(qid, self.kinds.get(qid), self.options.get(qid))
+    def map(self, qid: str, schema: Any = None) -> Callable[[Any], np.ndarray]:
+        """Question `qid`'s map; a question the job's schemas lack is typed by `schema`."""
+        kind = self.kinds.get(qid, cal.schema_kind(schema) if schema is not None else None)
+        options = self.options.get(qid, cal.schema_options(schema) if schema is not None else None)
+        return self.fitted.map_for(qid, kind, options)
+
+    def decision(self, decision: Any, schemas: dict[str, Any]) -> None:
+        """`frame`'s work on one `Decision` (the Python API, `Decider.from_spec`): calibrated
+        `confidence` (the engine's kept in `raw_confidence`) and `review`, by the same rule
+        (a partial row, a confidence that is not finite, or one below `review_below`)."""
+        if not decision.ok or decision.confidence is None:
+            return
+        if self.document is not None:
+            raw = dict(decision.confidence)
+            decision.raw_confidence = raw
+            decision.confidence = {
+                qid: p if p is None else float(self.map(qid, schemas.get(qid))(np.array([p]))[0])
+                for qid, p in raw.items()
+            }
+        if self.review_below is not None:
+            low = self.review_below
+            values = [p for p in decision.confidence.values() if p is not None]
+            doubtful = any(not math.isfinite(p) or p < low for p in values)
+            decision.review = bool(decision.partial or doubtful)
 
     def frame(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Calibrated `confidence` (engine's in `raw_confidence`) and the `review` column."""
@@ -523,7 +545,7 @@ class ConfidencePlan:
             failed = pl.col("raw_confidence").is_null()  # error rows keep a null struct
             kept = pl.when(~failed).then(pl.col("confidence"))
             frame = frame.with_columns(kept.alias("confidence"))
-        if self.review_below is not None:
+        if self.review_below is not None:  # the rule `decision` applies to one decision
             fields = frame["confidence"].struct.fields
             values = [pl.col("confidence").struct.field(f) for f in fields]
             # A partial row (an answer that failed: no confidence) needs a person as much as a
