@@ -179,17 +179,20 @@ class LongDocuments:
                     if kept is not None:
                         d.kept[q.id] = kept
                         d.missing.pop(q.id, None)
-                if d.qset.ruleset is not None:  # the kept answers jointly, as the rules allow
-                    for qid, values in self._ranked(d).items():
+                ruleset = d.qset.ruleset
+                if ruleset is not None:  # the kept answers jointly, as the rules allow
+                    for qid, values in self._ranked(d, set(ruleset.cells)).items():
                         d.kept[qid] = values[0]
 
-    def _ranked(self, d: _Doc) -> dict[str, list[Candidate]]:
-        """The distinct answers of each kept question, best first (`windows.ranked`), the ruled
-        ones led by the cheapest choice the rules allow (`_rule_first`)."""
+    def _ranked(self, d: _Doc, only: set[str] | None = None) -> dict[str, list[Candidate]]:
+        """The distinct answers of each kept question (of those in `only`), best first
+        (`windows.ranked`), the ruled ones led by the cheapest choice the rules allow
+        (`_rule_first`)."""
         by_question = {q.id: q for q in d.qset.asked}
         values = {
             qid: ranked(d.candidates[qid], absent_of(by_question[qid]), self.settings.confident)
             for qid in d.kept
+            if only is None or qid in only
         }
         return _rule_first(d.qset.ruleset, values)
 
