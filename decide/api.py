@@ -157,8 +157,7 @@ class Decider:
         windows: Mapping[str, Any] | None = None,
         **decoding: Any,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise TypeError(f"Decider: batch_size must be an int of at least 1, got {batch_size!r}")
+        _check_batch_size(batch_size, "Decider")
         for name, value in (("dates", dates), ("windows", windows)):
             if value is not None and not isinstance(value, Mapping):
                 raise TypeError(f"Decider: {name} must be a mapping (as the spec's `{name}:`), "
@@ -175,9 +174,11 @@ class Decider:
             },
             "Decider options",
         )  # checked before the model loads: a bad option costs no load
-        self.loaded = load_model(
-            resolve_model_path(model), device=resolve_device(device), dtype=dtype
-        )
+        self._start(spec, resolve_model_path(model), device, dtype, batch_size)
+
+    def _start(self, spec: JobSpec, path: Path, device: str, dtype: str, batch_size: int) -> None:
+        """Load the model at `path` and make the engine `spec` describes."""
+        self.loaded = load_model(path, device=resolve_device(device), dtype=dtype)
         self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
         self._spec = spec
         self._fitting: set[str] = set()  # question sets found to fit the model
@@ -208,15 +209,12 @@ class Decider:
         if not isinstance(spec, JobSpec | str | os.PathLike):
             raise TypeError("Decider.from_spec: spec must be a JobSpec (load_spec('job.yaml')) "
                             f"or a path to a spec file, got {type(spec).__name__}")  # fmt: skip
+        _check_batch_size(batch_size, "Decider.from_spec")
         spec = _job_spec(spec)
         self = cls.__new__(cls)
         path = resolve_model_path(model if model is not None else spec.model)
-        self.loaded = load_model(path, device=resolve_device(device), dtype=dtype)
-        self.engine = DecisionEngine.for_spec(self.loaded, spec, batch_size=batch_size)
-        self._spec = spec
-        self._fitting = set()
+        self._start(spec, path, device, dtype, batch_size)
         self._questions = list(spec.questions) or None
-        self._confidence = None
         if spec.calibration is not None or spec.review_below is not None:
             fingerprints = {"model": model_fingerprint(path), "spec": spec.fingerprint()}
             try:
@@ -321,6 +319,11 @@ class Decider:
             if self._confidence is not None:  # the spec's calibration and review threshold
                 self._confidence.decision(d, {q.id: q.schema for q in compiled.questions})
         return decisions
+
+
+def _check_batch_size(batch_size: Any, what: str) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TypeError(f"{what}: batch_size must be an int of at least 1, got {batch_size!r}")
 
 
 def _plain(key: Any) -> Any:

@@ -80,3 +80,8 @@ def test_a_calibration_fitted_for_another_spec_is_refused(job) -> None:
     with pytest.raises(SpecError, match=r"fitted for another spec .*force_calibration"):
         Decider.from_spec(other)
     assert Decider.from_spec(other, force_calibration=True)._confidence.forced
+
+
+def test_from_spec_checks_its_batch_size_as_decider_does() -> None:
+    with pytest.raises(TypeError, match=r"Decider\.from_spec: batch_size must be an int"):
+        Decider.from_spec(EXAMPLES / "claims.yaml", batch_size="16")
