@@ -1,14 +1,22 @@
 """The commit policy: which of a step's items a row commits, and committing them.
 
-Contract. `CommitPolicy.commit` commits every item whose confidence reaches the threshold, or
-else the single most confident one, so each step makes progress; with `max_tokens_per_step` at
-most that many items, the most confident first. Items are committed in decreasing confidence; a
-commit the slot's constraint rejects (another commit of the same step made it impossible) leaves
-the position open for the next step. A slot's confidence is the product of the probabilities its
-commits were made with (accumulated as log-probabilities in the row). When the row reached its
-step cap (`forced`), every option item is committed and every open position greedily
-(`commit_all`); a best allowed token the constraint then rejects is a constraint bug and raises
-`InfeasibleSlot`.
+Contract. `CommitPolicy.commit` commits every item whose confidence reaches the threshold. Below
+it, items are *choices* or *continuations*. A continuation is an open position of a slot decided
+position by position whose left neighbour, inside the slot, was committed before this step: the
+model saw how the value begins, and the position says how it goes on. Every other item is a
+choice: a finite slot's option, or a position that starts a value or has an open position on its
+left (which value, which number, which name: what related answers inform). When no choice reached
+the threshold, the most confident choice is committed, so each step makes progress and uncertain
+choices are made one per step, each seeing the ones before; with `parallel_continuations` each
+slot also commits its most confident continuation, so values already begun go on in every slot at
+once (without it, only the single most confident item is committed when none reached the
+threshold: Fast-dLLM's rule). With `max_tokens_per_step` at most that many items, the most
+confident first. Items are committed in decreasing confidence; a commit the slot's constraint
+rejects (another commit of the same step made it impossible) leaves the position open for the
+next step. A slot's confidence is the product of the probabilities its commits were made with
+(accumulated as log-probabilities in the row). When the row reached its step cap (`forced`),
+every option item is committed and every open position greedily (`commit_all`); a best allowed
+token the constraint then rejects is a constraint bug and raises `InfeasibleSlot`.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ class CommitPolicy:
     threshold: float
     max_tokens_per_step: int | None
     width: int  # int32 words per bitmask row
+    # Below the threshold, each slot also commits its most confident continuation (see above).
+    parallel_continuations: bool = True
 
     def commit(
         self, row: RowState, items: list[Item], logits: torch.Tensor | None, forced: bool
@@ -41,9 +51,7 @@ class CommitPolicy:
             chosen: list[Item] = [it for it in items if isinstance(it, OptionItem)]
             positions = [it for it in items if isinstance(it, PositionItem)]
         else:
-            chosen = [it for it in items if it.confidence >= self.threshold]
-            if not chosen:
-                chosen = [max(items, key=lambda it: it.confidence)]
+            chosen = self.choose(row, items)
             if self.max_tokens_per_step is not None:
                 ranked = sorted(chosen, key=lambda it: -it.confidence)
                 chosen = ranked[: self.max_tokens_per_step]
@@ -57,6 +65,35 @@ class CommitPolicy:
                      for it in positions if it.mask is not None}  # fmt: skip
             rows = self._fill_logits(positions, logits)
             self.commit_all(row, [it.position for it in positions], rows, seeds=seeds)
+
+    def choose(self, row: RowState, items: list[Item]) -> list[Item]:
+        """The items a step commits, before `max_tokens_per_step` (the module docstring)."""
+        chosen = [it for it in items if it.confidence >= self.threshold]
+        if not self.parallel_continuations:
+            return chosen or [max(items, key=lambda it: it.confidence)]
+        choices: list[Item] = []
+        going_on: dict[int, PositionItem] = {}  # slot -> its most confident continuation
+        for item in items:
+            if item.confidence >= self.threshold:
+                continue
+            slot = self._continues(row, item)
+            if slot is None:
+                choices.append(item)
+            elif slot not in going_on or item.confidence > going_on[slot].confidence:
+                going_on[slot] = item
+        chosen += going_on.values()
+        if choices and all(self._continues(row, it) is not None for it in chosen):
+            chosen.append(max(choices, key=lambda it: it.confidence))
+        return chosen
+
+    @staticmethod
+    def _continues(row: RowState, item: Item) -> int | None:
+        """The slot `item` continues, if it is a continuation (its left neighbour in its slot was
+        committed before this step); None for a choice."""
+        if isinstance(item, OptionItem):
+            return None
+        slot, offset = row.masked[item.position]
+        return slot if offset > 0 and item.position - 1 not in row.masked else None
 
     def _fill_logits(self, items: list[PositionItem], logits: torch.Tensor | None) -> torch.Tensor:
         """One logits row per item for the forced fill: its full-head row, or for an item scored

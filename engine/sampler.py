@@ -5,7 +5,8 @@ Every step runs one forward per group of rows, scores each row's open slots into
 (`scoring.py`: one item per open position, its best allowed token and that token's probability
 under the softmax restricted to allowed tokens; one item per finite slot whose open positions all
 lie in the current unit, its best whole option among the slot's options) and hands them to the
-commit policy (`commit.py`: everything at or above the threshold, else the most confident item).
+commit policy (`commit.py`: everything at or above the threshold, each slot's most confident
+continuation of a value it has begun, and the most confident choice when none reached it).
 The per-document state lives in `row_state.py`, the item types in `items.py`.
 
 Rows move through *units*: the whole block for bidirectional families, and the model blocks the
@@ -69,6 +70,10 @@ class SamplerConfig:
     # `DiffusionLM.forward_queries`), reading every other position's keys/values from that
     # forward: approximate; False runs the whole window.
     queries: bool = True
+    # Below the threshold, every slot also commits its most confident continuation (a position
+    # whose left neighbour in its slot is committed: how a begun value goes on), and a step
+    # makes one uncertain choice, not one item (`commit.py`); False: Fast-dLLM's rule.
+    parallel_continuations: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -101,7 +106,10 @@ class Sampler:
         self.max_length = c.max_position_embeddings
         self.width = bitmask_width(c.embedding_size)
         self.policy = CommitPolicy(
-            self.config.threshold, self.config.max_tokens_per_step, self.width
+            self.config.threshold,
+            self.config.max_tokens_per_step,
+            self.width,
+            self.config.parallel_continuations,
         )
 
     # ------------------------------------------------------------------ driving

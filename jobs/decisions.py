@@ -180,6 +180,7 @@ class DecisionEngine:
                 cache=decoding.cache,
                 queries=decoding.in_block_cache,
                 max_tokens_per_step=decoding.max_tokens_per_step,
+                parallel_continuations=decoding.parallel_continuations,
                 batch_size=self.batch_size,
             ),
         )

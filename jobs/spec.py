@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -149,6 +150,20 @@ DEFAULT_MAX_STEPS = 3
 _DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 4)
 
 
+def _yaml_value(value: Any) -> str:
+    """`value` as a job's YAML writes it (null, true, 3)."""
+    return json.dumps(value)
+
+
+# What a manifest may record for a decoding setting `JobSpec.continuing` keeps: a check, and what
+# it names in the error.
+_STEP_CAP = (
+    lambda v: v is None or (type(v) is int and v >= 1),
+    "a step cap",
+)
+_BOOLEAN: tuple[Callable[[Any], bool], str] = (lambda v: isinstance(v, bool), "true or false")
+
+
 class Decoding(Strict):
     threshold: float = Field(0.9, gt=0.0, le=1.0, allow_inf_nan=False)
     # At most this many denoising steps per unit, then its open positions are committed
@@ -163,6 +178,12 @@ class Decoding(Strict):
     # positions (`engine.sampler`; approximate); false: every step recomputes the whole block.
     in_block_cache: bool = True
     max_tokens_per_step: int | None = Field(None, ge=1)
+    # Below the threshold, every answer whose value has begun also commits its most confident
+    # next token, and a step makes one uncertain choice (`engine.commit`). On since 2026-12-07
+    # (forwards per document 4.4 → 2.5 at threshold 0.9 without a cap, validation within a
+    # point; docs/benchmarks.md); false: only the single most confident item (Fast-dLLM's rule).
+    # A resumed job keeps the rule it started with (`JobSpec.continuing`).
+    parallel_continuations: bool = True
     # Open-ended slots (free strings, unbounded numbers) are laid out with a few positions and
     # decided again with their whole length only when a value fills them (`engine.row_state`).
     # The tokens after a short slot keep their whole-layout positions. On by default since
@@ -293,7 +314,9 @@ class JobSpec(Strict):
             if self.cel_rules == []
             else [r.model_dump() for r in self.cel_rules],
             "instruction": self.instruction,
-            "decoding": self.decoding.model_dump(exclude={"grow_slots", "absent_below"}),
+            "decoding": self.decoding.model_dump(
+                exclude={"grow_slots", "absent_below", "parallel_continuations"}
+            ),
             "input": self.input.model_dump(),
             "long_documents": self.long_documents,
         }
@@ -301,6 +324,11 @@ class JobSpec(Strict):
             payload["grow_slots"] = False
         if self.decoding.absent_below is not None:  # likewise
             payload["absent_below"] = self.decoding.absent_below
+        # Likewise when written; the rule a job decodes with is recorded in its manifest and kept
+        # on resume (`continuing`), where one left out keeps this fingerprint.
+        written = "parallel_continuations" in self.decoding.model_fields_set
+        if written and not self.decoding.parallel_continuations:
+            payload["parallel_continuations"] = False
         # A left-out cap is written as the null it was before 2026-12-05, and so is a default of
         # any day since (3, 4), so specs keep their fingerprints across default changes (one
         # writing 3 before 2026-12-07 excepted). The cap a job decodes with is recorded in its
@@ -331,28 +359,42 @@ class JobSpec(Strict):
 
     def continuing(self, recorded: dict[str, Any] | None) -> JobSpec:
         """This spec resuming a job whose manifest recorded `recorded` (its spec's `decoding`): a
-        spec that leaves `max_steps` out keeps the cap the job started with (so a job begun under
-        an earlier default is not finished under another); one that sets a different cap is
-        refused. Its fingerprint is unchanged."""
-        if recorded is None or "max_steps" not in recorded:
+        spec that leaves `max_steps` or `parallel_continuations` out keeps what the job started
+        with (so a job begun under an earlier default is not finished under another; a manifest
+        without `parallel_continuations` was written before it, without them); one that sets
+        another value is refused. Its fingerprint is unchanged."""
+        if recorded is None:
             return self
-        cap, steps = recorded["max_steps"], self.decoding.max_steps
-        if cap == steps:
+        update: dict[str, Any] = {}
+        if "max_steps" in recorded:
+            update["max_steps"] = self._kept("max_steps", recorded["max_steps"], _STEP_CAP)
+        update["parallel_continuations"] = self._kept(
+            "parallel_continuations", recorded.get("parallel_continuations", False), _BOOLEAN
+        )
+        current = self.decoding.model_dump()
+        if all(current[k] == v for k, v in update.items()):
             return self
-        if "max_steps" in self.decoding.model_fields_set:
-            raise SpecError(
-                f"decoding.max_steps: the job in this directory was decided with max_steps "
-                f"{'null' if cap is None else cap} (manifest.json), this spec asks "
-                f"{'null' if steps is None else steps}; resume with the same, or use a new "
-                "directory"
-            )
-        if cap is not None and (not isinstance(cap, int) or cap < 1):
-            raise SpecError(f"manifest.json: /spec/decoding/max_steps: {cap!r} is not a step cap")
         decoding = Decoding.model_construct(
-            _fields_set=set(self.decoding.model_fields_set),
-            **{**self.decoding.model_dump(), "max_steps": cap},
+            _fields_set=set(self.decoding.model_fields_set), **{**current, **update}
         )
         return self.model_copy(update={"decoding": decoding})
+
+    def _kept(self, key: str, began: Any, valid: tuple[Callable[[Any], bool], str]) -> Any:
+        """The value of decoding setting `key` a resumed job goes on with, having begun with
+        `began` (see `continuing`)."""
+        now = getattr(self.decoding, key)
+        if began == now and type(began) is type(now):
+            return now
+        if key in self.decoding.model_fields_set:
+            raise SpecError(
+                f"decoding.{key}: the job in this directory was decided with {key} "
+                f"{_yaml_value(began)} (manifest.json), this spec asks {_yaml_value(now)}; "
+                "resume with the same, or use a new directory"
+            )
+        check, what = valid
+        if not check(began):
+            raise SpecError(f"manifest.json: /spec/decoding/{key}: {began!r} is not {what}")
+        return began
 
 
 def _describe(error: ValidationError, prefix: tuple = ()) -> str:

@@ -3,6 +3,7 @@ constraints as the oracle for what each slot may hold."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -11,6 +12,7 @@ import torch
 from helpers.constraints import GrowingConstraint, ListConstraint
 
 from decide.engine import commit, load_model
+from decide.engine.items import OptionItem, PositionItem
 from decide.engine.requests import Block, DecodeRequest, Slot
 from decide.engine.row_state import RowState
 from decide.engine.sampler import Sampler, SamplerConfig
@@ -185,8 +187,8 @@ def test_same_seed_same_bytes_when_sampling(tiny_checkpoint) -> None:
 
 
 def test_finite_slots_are_committed_as_whole_options(tiny_checkpoint) -> None:
-    """At threshold 1.0 only one item commits per step: a 3-token finite slot then takes one
-    step as an option and three as positions."""
+    """At threshold 1.0 without parallel continuations only one item commits per step: a
+    3-token finite slot then takes one step as an option and three as positions."""
     language = [(a, b, c) for a in (1, 4) for b in (2, 5) for c in (3, 6)]  # no forced moves
 
     def request(finite: bool) -> DecodeRequest:
@@ -194,8 +196,9 @@ def test_finite_slots_are_committed_as_whole_options(tiny_checkpoint) -> None:
         return DecodeRequest(prompt=[12, 13, 14, 15], blocks=[block], key=0)
 
     model_dir = tiny_checkpoint("llada", init_std=0.2)
-    whole = _decode(model_dir, [request(True)], threshold=1.0)[0]
-    single = _decode(model_dir, [request(False)], threshold=1.0)[0]
+    one = {"threshold": 1.0, "parallel_continuations": False}
+    whole = _decode(model_dir, [request(True)], **one)[0]
+    single = _decode(model_dir, [request(False)], **one)[0]
     assert whole.stats[0].steps == 1
     assert single.stats[0].steps == 3
     assert tuple(whole.slots[0][0].tokens) in language
@@ -605,3 +608,87 @@ def test_the_last_layer_on_open_positions_only_decides_the_same(
         got = [s.confidence for block in with_outputs[key].slots for s in block]
         want = [s.confidence for block in result.slots for s in block]
         assert got == pytest.approx(want, rel=1e-4), key
+
+
+def _row_with_begun_values() -> tuple[RowState, commit.CommitPolicy]:
+    """A row of one block with four slots: two free ones whose first token is committed (values
+    begun), one finite, one free and untouched."""
+    a, b, c = 101, 102, 103
+    free = [(a, b, c), (b, c, a), (a, c, b), (c, a, b)]
+    tokens = [7, 0, 0, 0, 8, 0, 0, 0, 9, 0, 10, 0, 0]
+    slots = [
+        Slot(1, ListConstraint(free, finite=False)),
+        Slot(5, ListConstraint(free, finite=False)),
+        Slot(9, ListConstraint([(a,), (b,)])),
+        Slot(11, ListConstraint([(a, b), (b, a)], finite=False)),
+    ]
+    row = RowState(DecodeRequest(prompt=[1, 2, 3], blocks=[Block(tokens, slots)], key=0), 0)
+    assert row.start_block(None)
+    policy = commit.CommitPolicy(0.9, None, 4)
+    start = row.slot_starts
+    assert policy.commit_position(row, start[0], a, 0.8)
+    assert policy.commit_position(row, start[1], b, 0.8)
+    return row, policy
+
+
+def _by_confidence(items: list) -> list:
+    return sorted(items, key=lambda it: it.confidence)
+
+
+def test_uncertain_continuations_go_on_in_every_slot_and_choices_one_per_step() -> None:
+    """Below the threshold, each slot commits its most confident continuation (an open position
+    whose left neighbour in the slot is committed) and the row its single most confident choice
+    (an option, or a position starting a value or with an open left neighbour); a confident
+    choice stands for the step's choice. Without `parallel_continuations`, Fast-dLLM's rule."""
+    row, policy = _row_with_begun_values()
+    s = row.slot_starts
+
+    def position(at: int, confidence: float) -> PositionItem:
+        return PositionItem(confidence, at, 101, -1)
+
+    go_on_0 = position(s[0] + 1, 0.4)  # continues slot 0
+    open_left = position(s[0] + 2, 0.45)  # slot 0, its left neighbour open: a choice
+    go_on_1 = position(s[1] + 1, 0.5)
+    weaker_1 = position(s[1] + 2, 0.3)  # not a continuation either
+    option = OptionItem(0.6, 2, (101,), [s[2]])
+    begins = position(s[3], 0.7)  # starts slot 3's value: a choice
+    items = [go_on_0, open_left, go_on_1, weaker_1, option, begins]
+    assert _by_confidence(policy.choose(row, items)) == _by_confidence([go_on_0, go_on_1, begins])
+    old = dataclasses.replace(policy, parallel_continuations=False)
+    assert old.choose(row, items) == [begins]
+
+    sure = option._replace(confidence=0.95)  # a confident choice: no other choice this step
+    items = [go_on_0, open_left, go_on_1, sure, begins]
+    assert _by_confidence(policy.choose(row, items)) == _by_confidence([sure, go_on_0, go_on_1])
+    assert old.choose(row, items) == [sure]
+
+    sure_going_on = go_on_1._replace(confidence=0.97)  # a confident continuation is no choice
+    items = [go_on_0, sure_going_on, option, begins]
+    assert _by_confidence(policy.choose(row, items)) == _by_confidence(
+        [sure_going_on, go_on_0, begins]
+    )
+    assert old.choose(row, items) == [sure_going_on]
+
+    one = dataclasses.replace(policy, max_tokens_per_step=1)  # the baseline: one item per step
+    before = dict(row.masked)
+    one.commit(row, [go_on_0, go_on_1, option, begins], None, forced=False)
+    assert set(before) - set(row.masked) == {begins.position}
+
+
+@pytest.mark.parametrize("model_type", ["llada", "sdar"])
+def test_parallel_continuations_cut_forwards_and_keep_answers_valid(
+    model_type, tiny_checkpoint
+) -> None:
+    """On a random model (nothing reaches 0.9) free slots go on together: fewer forwards than
+    one uncertain item per step, every answer still in its slot's language."""
+    model_dir = tiny_checkpoint(model_type, init_std=0.2)
+    both = _decode(model_dir, _requests(seed=21, count=6, finite=False), threshold=0.9)
+    one = _decode(
+        model_dir,
+        _requests(seed=21, count=6, finite=False),
+        threshold=0.9,
+        parallel_continuations=False,
+    )
+    _check_valid(both)
+    _check_valid(one)
+    assert sum(r.nfe for r in both.values()) < sum(r.nfe for r in one.values())

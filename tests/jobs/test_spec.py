@@ -85,24 +85,56 @@ def test_a_resumed_job_keeps_the_step_cap_it_started_with() -> None:
     """The manifest records the cap a job decodes with: a spec that leaves `max_steps` out adopts
     it (a job begun under the default of 4 finishes with 4), one that writes another is refused,
     and the fingerprint stays the spec's."""
+    now = {"parallel_continuations": True}  # recorded by every job since that setting
     plain = parse_spec({"questions": [QUESTION]})
     assert plain.continuing(None) is plain
-    assert plain.continuing({"threshold": 0.9}) is plain  # a manifest older than max_steps
+    assert plain.continuing({"threshold": 0.9, **now}) is plain  # older than max_steps
     for recorded in (4, None, 2):
-        resumed = plain.continuing({"max_steps": recorded, "threshold": 0.9})
+        resumed = plain.continuing({"max_steps": recorded, "threshold": 0.9, **now})
         assert resumed.decoding.max_steps == recorded
         assert resumed.decoding.threshold == plain.decoding.threshold
         assert resumed.fingerprint() == plain.fingerprint()
-        assert resumed.continuing({"max_steps": recorded}).decoding.max_steps == recorded
+        again = resumed.continuing({"max_steps": recorded, **now})
+        assert again.decoding.max_steps == recorded
     four = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": 4}})
-    assert four.continuing({"max_steps": 4}) is four
+    assert four.continuing({"max_steps": 4, **now}) is four
     with pytest.raises(SpecError, match=r"decided with max_steps 3 .* asks 4"):
-        four.continuing({"max_steps": 3})
+        four.continuing({"max_steps": 3, **now})
     uncapped = parse_spec({"questions": [QUESTION], "decoding": {"max_steps": None}})
     with pytest.raises(SpecError, match=r"decided with max_steps 4 .* asks null"):
-        uncapped.continuing({"max_steps": 4})
-    with pytest.raises(SpecError, match=r"/spec/decoding/max_steps: 0"):
-        plain.continuing({"max_steps": 0})
+        uncapped.continuing({"max_steps": 4, **now})
+    with pytest.raises(SpecError, match=r"/spec/decoding/max_steps: 0 is not a step cap"):
+        plain.continuing({"max_steps": 0, **now})
+    with pytest.raises(SpecError, match=r"/spec/decoding/max_steps: True is not a step cap"):
+        plain.continuing({"max_steps": True, **now})
+
+
+def test_a_resumed_job_keeps_the_commit_rule_it_started_with() -> None:
+    """`parallel_continuations` (on by default) is kept across a resume as the step cap is: a
+    manifest written before the setting existed decoded without them, so the job finishes
+    without them; a spec that writes another value than the job's is refused. Specs that leave
+    it out or write the default keep the fingerprint they had before it existed."""
+    plain = parse_spec({"questions": [QUESTION]})
+    assert plain.decoding.parallel_continuations is True
+    assert plain.fingerprint() == "f79ed64016266f6e"  # as before the setting
+    written = parse_spec({"questions": [QUESTION], "decoding": {"parallel_continuations": True}})
+    assert written.fingerprint() == plain.fingerprint()
+    off = parse_spec({"questions": [QUESTION], "decoding": {"parallel_continuations": False}})
+    assert off.fingerprint() != plain.fingerprint()
+
+    older = plain.continuing({"max_steps": 3, "threshold": 0.9})  # a manifest from before it
+    assert older.decoding.parallel_continuations is False
+    assert older.decoding.max_steps == 3
+    assert older.fingerprint() == plain.fingerprint()
+    assert older.continuing({"max_steps": 3, "parallel_continuations": False}) is older
+    assert plain.continuing({"max_steps": 3, "parallel_continuations": True}) is plain
+    assert off.continuing({"max_steps": 3, "parallel_continuations": False}) is off
+    with pytest.raises(SpecError, match=r"parallel_continuations false .* asks true"):
+        written.continuing({"max_steps": 3})
+    with pytest.raises(SpecError, match=r"parallel_continuations true .* asks false"):
+        off.continuing({"max_steps": 3, "parallel_continuations": True})
+    with pytest.raises(SpecError, match=r"parallel_continuations: 'yes' is not true or false"):
+        plain.continuing({"parallel_continuations": "yes"})
 
 
 @pytest.mark.parametrize(
