@@ -8,9 +8,11 @@ token per step (`max_tokens_per_step=1`: every step commits the single most conf
 finite slots are decided position by position too). Answer tokens are slot positions (value tokens
 and the filler after them, everything the sampler has to decide); value tokens are the answers'
 own tokens, filler not counted (what `decide`'s report calls answer tokens); a forward pass is one
-the document took part in. The thresholds run without a step cap; the last row is the defaults
-(threshold 0.9, at most `DEFAULT_MAX_STEPS` steps per block). All settings share one engine
-(compiled questions and mask caches warm) and run on the same documents in the same process.
+the document took part in. The thresholds run without a step cap; then threshold 0.9 without
+parallel continuations (one uncertain item per step: the rule before 2026-12-07); the last row
+is the defaults (threshold 0.9, at most `DEFAULT_MAX_STEPS` steps per block). All settings share
+one engine (compiled questions and mask caches warm) and run on the same documents in the same
+process.
 
     python benchmarks/parallelism.py                  # 100 documents
     python benchmarks/parallelism.py --docs 20 --thresholds 0.9
@@ -64,6 +66,13 @@ def main() -> None:
     settings = [("one token per step", {"max_tokens_per_step": 1})]
     # The thresholds alone (no step cap), then the defaults (threshold 0.9, the step cap).
     settings += [(f"threshold {t}", {"threshold": t, "max_steps": None}) for t in args.thresholds]
+    # The commit rule before 2026-12-07 (one item per step when none reaches the threshold).
+    settings += [
+        (
+            "threshold 0.9, no parallel continuations",
+            {"threshold": 0.9, "max_steps": None, "parallel_continuations": False},
+        )
+    ]
     settings += [(f"defaults (threshold 0.9, max_steps {DEFAULT_MAX_STEPS})", {})]
     rows, baseline = [], None
     for label, decoding in settings:
