@@ -107,6 +107,7 @@ def handwritten_table(reports: dict[tuple[str, bool], HandwrittenReport], misses
             print(f"| {name}: {kind} | " + " | ".join(cells) + f" | {target} |")
     failed = ", ".join(f"{s} {MODES[d]} {r.failed_rows}" for (s, d), r in reports.items())
     print(f"\nrows refused or failed: {failed}")
+    failures(reports)
     for (split, derive), report in reports.items():
         domains = ", ".join(f"{d} {pct(t.rate)}" for d, t in report.per_domain.items())
         print(f"{split}, {MODES[derive]}, by domain: {domains}")
@@ -118,6 +119,14 @@ def handwritten_table(reports: dict[tuple[str, bool], HandwrittenReport], misses
             for doc_id, qid, got, gold in report.misses:
                 print(f"  miss {doc_id} {qid}: {got!r} (gold {gold!r})")
     print()
+
+
+def failures(reports: dict[Any, HandwrittenReport] | dict[str, UnstatedReport]) -> None:
+    """Each failed row of `reports` with why it failed (a long document, a broken rule)."""
+    for key, report in reports.items():
+        where = " ".join((key[0], MODES[key[1]])) if isinstance(key, tuple) else key
+        for doc_id, error in report.failures:
+            print(f"  failed ({where}) {doc_id}: {error}")
 
 
 def unstated_table(
@@ -147,6 +156,7 @@ def unstated_table(
             print(f"| {name}: {label} | " + " | ".join(cells) + " |")
     failed = ", ".join(f"{s} {r.failed_rows}" for s, r in reports.items())
     print(f"\nrows refused or failed: {failed}")
+    failures(reports)
     if misses and "validation" in reports:
         for doc_id, qid, got, gold in reports["validation"].misses:
             print(f"  miss (optional) {doc_id} {qid}: {got!r} (gold {gold!r})")

@@ -225,6 +225,7 @@ class HandwrittenReport:
     per_question: dict[str, Tally] = field(default_factory=dict)  # "domain/question"
     per_domain: dict[str, Tally] = field(default_factory=dict)  # answers, by domain
     failed_rows: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # id, why it failed
     misses: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # id, q, got, gold
 
 
@@ -235,7 +236,8 @@ def _decided_documents(
     report: HandwrittenReport | UnstatedReport,
 ) -> list[tuple[handwritten.Document, dict[str, Any], dict[str, float]]]:
     """Each document decided with `questions_of(document)` in one block: its answers and their
-    confidences (empty for a failed row, counted in `report.failed_rows`)."""
+    confidences (empty for a failed row, counted in `report.failed_rows` and listed with its
+    error in `report.failures`)."""
     items = [
         Item(i, doc.text, engine.questions([Question.model_validate(q) for q in questions_of(doc)]))
         for i, doc in enumerate(documents)
@@ -243,7 +245,9 @@ def _decided_documents(
     decided = _decide(engine, items)
     out = []
     for i, doc in enumerate(documents):
-        report.failed_rows += not decided[i].ok
+        if not decided[i].ok:
+            report.failed_rows += 1
+            report.failures.append((doc.id, str(decided[i].error)))
         out.append((doc, decided[i].answers or {}, decided[i].confidence or {}))
     return out
 
@@ -293,6 +297,7 @@ class UnstatedReport:
     foreign: dict[str, Tally] = field(default_factory=dict)  # the other domain's question
     documents: dict[str, Tally] = field(default_factory=dict)  # every answer right
     failed_rows: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # id, why it failed
     misses: list[tuple[str, str, Any, Any]] = field(default_factory=list)  # id, q, got, gold
     # Per question ("domain/id", not the other domain's): (answer, its confidence, gold), for
     # choosing `absent_below` (`absent_below_chosen`).

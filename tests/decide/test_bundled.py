@@ -293,3 +293,23 @@ def test_cut_documents_score_stated_and_absent_facts_apart() -> None:
     assert sum(t.total for t in tallies) == sum(len(f.gold) for f in found)
     assert len(report.misses) == sum(t.total - t.right for t in tallies)
     assert sum(t.total for t in report.documents.values()) == len(found)
+
+
+def test_evaluation_lists_each_failed_row_with_why() -> None:
+    """A row that fails (here a document too long for the model's 512 positions) is counted and
+    listed with its id and error, so accuracy.py can say why, not just how many."""
+    import dataclasses
+
+    from decide.jobs.decisions import DecisionEngine
+    from decide.jobs.spec import Decoding
+    from decide.train import handwritten
+    from decide.train.evaluate import evaluate_handwritten, evaluate_unstated
+
+    doc = next(d for d in handwritten.load_split("validation") if d.id.endswith("-003"))
+    long = dataclasses.replace(doc, id="too-long", text=" ".join([doc.text] * 12))
+    engine = DecisionEngine(load_model(BUNDLED), Decoding(threshold=0.9), batch_size=16)
+    for report in (evaluate_handwritten(engine, [doc, long]), evaluate_unstated(engine, [long])):
+        assert report.failed_rows == 1
+        [(doc_id, error)] = report.failures
+        assert doc_id == "too-long"
+        assert re.search(r"document needs \d+ tokens .* the model takes 512", error), error
