@@ -22,14 +22,6 @@ pq = pytest.importorskip("pyarrow.parquet")
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             ignore_reinit_error=True)  # fmt: skip
-    yield
-    ray.shutdown()
-
-
 def test_ray_decides_categorical_uuid_and_all_null_columns(
     cluster, tiny_checkpoint, tmp_path: Path
 ) -> None:

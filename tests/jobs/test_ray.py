@@ -28,14 +28,6 @@ DOCS = 40
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             ignore_reinit_error=True)  # fmt: skip
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def job(tiny_checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     docs = write_docs(root / "in.parquet", DOCS, seed=31)

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 import torch
 from click.testing import CliRunner
+from helpers.claim_rows import KINDS, QUESTIONS
 from safetensors.torch import load_file
 
 from decide.cli import main
@@ -25,12 +26,6 @@ from decide.train.data import train_from_parquet
 from decide.train.loop import TrainConfig, train
 from decide.train.merge import merge_checkpoints
 
-QUESTIONS = [
-    {"id": "claim_type", "text": "What kind of claim is this?",
-     "schema": {"enum": ["auto", "home", "health", "travel"]}},
-    {"id": "policy_active", "text": "Is the policy active?", "schema": {"type": "boolean"}},
-]  # fmt: skip
-KINDS = ["auto", "home", "health", "travel"]
 CONFIG = TrainConfig(steps=4, batch_size=2, warmup=2, save_every=2, seed=3, bf16=False)
 QUIET = {"progress": False, "log": lambda _: None}
 

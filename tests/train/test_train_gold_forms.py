@@ -10,16 +10,10 @@ import json
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from helpers.claim_rows import KINDS, QUESTIONS
 
 from decide.cli import main
 from decide.train.data import read_rows, rows_fingerprint
-
-QUESTIONS = [
-    {"id": "claim_type", "text": "What kind of claim is this?",
-     "schema": {"enum": ["auto", "home", "health", "travel"]}},
-    {"id": "policy_active", "text": "Is the policy active?", "schema": {"type": "boolean"}},
-]  # fmt: skip
-KINDS = ["auto", "home", "health", "travel"]
 
 
 @pytest.fixture(scope="module")
