@@ -150,14 +150,9 @@ DEFAULT_MAX_STEPS = 3
 _DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 4)
 
 
-def _yaml_value(value: Any) -> str:
-    """`value` as a job's YAML writes it (null, true, 3)."""
-    return json.dumps(value)
-
-
 # What a manifest may record for a decoding setting `JobSpec.continuing` keeps: a check, and what
 # it names in the error.
-_STEP_CAP = (
+_STEP_CAP: tuple[Callable[[Any], bool], str] = (
     lambda v: v is None or (type(v) is int and v >= 1),
     "a step cap",
 )
@@ -388,7 +383,7 @@ class JobSpec(Strict):
         if key in self.decoding.model_fields_set:
             raise SpecError(
                 f"decoding.{key}: the job in this directory was decided with {key} "
-                f"{_yaml_value(began)} (manifest.json), this spec asks {_yaml_value(now)}; "
+                f"{json.dumps(began)} (manifest.json), this spec asks {json.dumps(now)}; "
                 "resume with the same, or use a new directory"
             )
         check, what = valid
