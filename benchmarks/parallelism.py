@@ -16,6 +16,7 @@ process.
 
     python benchmarks/parallelism.py                  # 100 documents
     python benchmarks/parallelism.py --docs 20 --thresholds 0.9
+    python benchmarks/parallelism.py --model DIR --seed 4321   # another model, validation draw
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def accuracy(report: SyntheticReport) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="model directory (default: bundled)")
     parser.add_argument("--docs", type=int, default=100)
     parser.add_argument(
         "--thresholds", type=float, nargs="*", default=[0.5, 0.7, 0.8, 0.9, 0.95, 0.99]
@@ -46,7 +48,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     common.set_threads(args.threads)
-    path = common.bundled()
+    path = args.model or common.bundled()
     if path is None:
         print(
             "The bundled model is not installed (decide/model/ is absent; `decide train --recipe "
@@ -56,8 +58,8 @@ def main() -> None:
     loaded = load_model(path)
     print(f"Machine: {common.describe_machine(args.threads)}")
     print(
-        f"Model: bundled ({loaded.config.model_type}, {loaded.parameter_count() / 1e6:.1f} M "
-        f"parameters, {loaded.dtype}); {args.docs} held-out documents × 8 questions, batch "
+        f"Model: {args.model or 'bundled'} ({loaded.config.model_type}, "
+        f"{loaded.parameter_count() / 1e6:.1f} M parameters, {loaded.dtype}); {args.docs} held-out documents × 8 questions, batch "
         f"{args.batch_size}\n"
     )
     docs = [d.as_tuple() for d in common.documents(args.docs, args.seed, questions=8)]
