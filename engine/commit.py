@@ -5,10 +5,7 @@ it, items are *choices* or *continuations*. A continuation is an open position o
 position by position whose left neighbour, inside the slot, was committed before this step: the
 model saw how the value begins, and the position says how it goes on. Every other item is a
 choice: a finite slot's option, or a position that starts a value or has an open position on its
-left (which value, which number, which name: what related answers inform). A value's opening token
-decided with certainty in this step (probability ≥ `CERTAIN`: a string's opening quote, which its
-constraint all but forces) counts as committed before it, so the value's first token goes on from
-the first forward instead of waiting a step for the quote. When no choice reached
+left (which value, which number, which name: what related answers inform). When no choice reached
 the threshold, the most confident choice is committed, so each step makes progress and uncertain
 choices are made one per step, each seeing the ones before; with `parallel_continuations` each
 slot also commits its most confident continuation, so values already begun go on in every slot at
@@ -25,7 +22,6 @@ token the constraint then rejects is a constraint bug and raises `InfeasibleSlot
 from __future__ import annotations
 
 import math
-from collections.abc import Set
 from dataclasses import dataclass
 
 import torch
@@ -35,9 +31,6 @@ from decide.kernels import masked_confidence
 from .constraints import InfeasibleSlot
 from .items import Item, OptionItem, PositionItem
 from .row_state import RowState
-
-# An opening token at least this probable is taken as decided (see the module docstring).
-CERTAIN = 0.99999
 
 
 @dataclass(frozen=True)
@@ -80,38 +73,27 @@ class CommitPolicy:
             return chosen or [max(items, key=lambda it: it.confidence)]
         choices: list[Item] = []
         going_on: dict[int, PositionItem] = {}  # slot -> its most confident continuation
-        opened = {
-            it.position
-            for it in items
-            if isinstance(it, PositionItem)
-            and it.confidence >= max(CERTAIN, self.threshold)
-            and row.masked[it.position][1] == 0
-        }
         for item in items:
             if item.confidence >= self.threshold:
                 continue
-            slot = self._continues(row, item, opened)
+            slot = self._continues(row, item)
             if slot is None:
                 choices.append(item)
             elif slot not in going_on or item.confidence > going_on[slot].confidence:
                 going_on[slot] = item
         chosen += going_on.values()
-        if choices and all(self._continues(row, it, opened) is not None for it in chosen):
+        if choices and all(self._continues(row, it) is not None for it in chosen):
             chosen.append(max(choices, key=lambda it: it.confidence))
         return chosen
 
     @staticmethod
-    def _continues(row: RowState, item: Item, opened: Set[int] = frozenset()) -> int | None:
+    def _continues(row: RowState, item: Item) -> int | None:
         """The slot `item` continues, if it is a continuation (its left neighbour in its slot was
-        committed before this step, or is an opening token in `opened`, decided with certainty
-        in this step); None for a choice."""
+        committed before this step); None for a choice."""
         if isinstance(item, OptionItem):
             return None
         slot, offset = row.masked[item.position]
-        left = item.position - 1
-        if offset > 0 and (left not in row.masked or (offset == 1 and left in opened)):
-            return slot
-        return None
+        return slot if offset > 0 and item.position - 1 not in row.masked else None
 
     def _fill_logits(self, items: list[PositionItem], logits: torch.Tensor | None) -> torch.Tensor:
         """One logits row per item for the forced fill: its full-head row, or for an item scored

@@ -669,17 +669,6 @@ def test_uncertain_continuations_go_on_in_every_slot_and_choices_one_per_step() 
     )
     assert old.choose(row, items) == [sure_going_on]
 
-    # A value's opening token decided with certainty (a string's quote) counts as committed for
-    # its right neighbour: the value's first token goes on in the same step.
-    opening = position(s[3], commit.CERTAIN)
-    first = position(s[3] + 1, 0.3)
-    items = [go_on_0, opening, first, option]
-    assert _by_confidence(policy.choose(row, items)) == _by_confidence([opening, go_on_0, first])
-    assert old.choose(row, items) == [opening]
-    merely_sure = opening._replace(confidence=0.95)  # above the threshold, not certain
-    items = [go_on_0, merely_sure, first, option]
-    assert _by_confidence(policy.choose(row, items)) == _by_confidence([merely_sure, go_on_0])
-
     one = dataclasses.replace(policy, max_tokens_per_step=1)  # the baseline: one item per step
     before = dict(row.masked)
     one.commit(row, [go_on_0, go_on_1, option, begins], None, forced=False)
