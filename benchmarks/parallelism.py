@@ -59,8 +59,8 @@ def main() -> None:
     print(f"Machine: {common.describe_machine(args.threads)}")
     print(
         f"Model: {args.model or 'bundled'} ({loaded.config.model_type}, "
-        f"{loaded.parameter_count() / 1e6:.1f} M parameters, {loaded.dtype}); {args.docs} held-out documents × 8 questions, batch "
-        f"{args.batch_size}\n"
+        f"{loaded.parameter_count() / 1e6:.1f} M parameters, {loaded.dtype}); {args.docs} "
+        f"held-out documents × 8 questions, batch {args.batch_size}\n"
     )
     docs = [d.as_tuple() for d in common.documents(args.docs, args.seed, questions=8)]
     eng = common.engine(loaded, args.batch_size)

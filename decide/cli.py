@@ -360,7 +360,6 @@ def run(
     absent_below: float | None,
 ) -> None:
     """Decide every document of the INPUT parquet files."""
-    from decide.jobs.manifest import MANIFEST
     from decide.jobs.output import OutputError
     from decide.jobs.runner import run_job
     from decide.jobs.spec import SpecError, load_spec, parse_spec
@@ -397,10 +396,6 @@ def run(
         if runner != "ray" and any(ray_only.values()):
             given = ", ".join(flag for flag, set_ in ray_only.items() if set_)
             raise SpecError(f"{given}: Ray options, with --engine local; add --engine ray")
-        if resume and not (out / MANIFEST).is_file():
-            # A mistyped path would otherwise decide every row again without a word.
-            click.echo(f"--resume: {out} holds no job ({MANIFEST} absent): deciding every row",
-                       err=True)  # fmt: skip
         common = dict(model=model, resume=resume, batch_size=batch_size, device=device,
                       dtype=dtype, part_rows=part_rows, progress=progress,
                       force_calibration=force_calibration)  # fmt: skip

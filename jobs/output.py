@@ -14,6 +14,7 @@ what a user wants.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -31,6 +32,8 @@ except ImportError:  # not POSIX: no lock (`OutputDir.lock`)
     fcntl = None  # type: ignore[assignment]
 from .manifest import Manifest
 from .spec import SpecError
+
+log = logging.getLogger("decide.jobs")
 
 PART_GLOB = "part-*.parquet"
 _UMASK = os.umask(0)
@@ -103,6 +106,9 @@ class OutputDir:
                 f"{path}: output directory is not empty; pass --resume to continue the job it "
                 "holds, or choose another directory"
             )
+        if resume and not self.manifest_path.is_file():
+            # A mistyped path would otherwise decide every row again without a word.
+            log.warning("--resume: %s holds no job (no manifest.json): deciding every row", path)
         # Nothing is created until the job writes its first file (`create`), so a usage error
         # found after this point leaves the file system as it was; writability is probed in the
         # nearest directory that exists.

@@ -46,18 +46,22 @@ def _ints(path: Path, ids: list[int]) -> Path:
     return path
 
 
-def test_resume_where_no_job_is_says_so_and_decides_every_row(model, tmp_path):
+def test_resume_where_no_job_is_says_so_and_decides_every_row(model, tmp_path, caplog):
     """`--resume` into a directory holding no job (a mistyped path, a first run of a retry loop)
-    decides every row, and says it found nothing to resume."""
+    decides every row, and warns that it found nothing to resume (`decide run` prints warnings
+    on stderr; the Python API and the Ray runner share the check)."""
     docs = _ints(tmp_path / "in.parquet", [1, 2, 3])
     out = tmp_path / "typo"
-    result = _cli(model, tmp_path, out, docs, resume=True)
+    with caplog.at_level("WARNING", logger="decide.jobs"):
+        result = _cli(model, tmp_path, out, docs, resume=True)
     assert result.exit_code == 0, result.output
-    assert f"--resume: {out} holds no job" in result.output
+    assert f"--resume: {out} holds no job" in caplog.text
     assert sorted(read_answers(out)["doc_id"].to_list()) == [1, 2, 3]
-    again = _cli(model, tmp_path, out, docs, resume=True)  # now there is one: no notice
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="decide.jobs"):
+        again = _cli(model, tmp_path, out, docs, resume=True)  # now there is one: no warning
     assert again.exit_code == 0, again.output
-    assert "holds no job" not in again.output
+    assert "holds no job" not in caplog.text
 
 
 def test_resume_with_ids_of_another_type_exits_2_naming_column_and_types(model, tmp_path):
