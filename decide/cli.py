@@ -278,7 +278,7 @@ Exit codes: 0 every row decided, 1 finished with failed rows, 2 usage or configu
     "--max-steps",
     type=click.IntRange(min=0),
     help="Denoising steps per block (per model block on block-causal models) before the rest "
-    "is filled greedily (default 3, or the cap a resumed job started with; 0: no cap).",
+    "is filled greedily (default 2, or the cap a resumed job started with; 0: no cap).",
 )
 @click.option("--seed", type=int, help="Seed for sampling at temperature > 0.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Documents per batch.")

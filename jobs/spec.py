@@ -142,12 +142,12 @@ class CelRule(Strict):
 
 
 # Steps per unit (a bidirectional model's whole block, a block-causal model's model block)
-# before the rest is committed greedily (docs/jobs.md, sampling): 3 since 2026-12-07, 4 from
-# 2026-12-05, no cap before.
-DEFAULT_MAX_STEPS = 3
+# before the rest is committed greedily (docs/jobs.md, sampling): 2 since 2026-12-07
+# (twenty-seventh session), 3 earlier that day, 4 from 2026-12-05, no cap before.
+DEFAULT_MAX_STEPS = 2
 # Caps fingerprints write as null, as they write a left-out one: the defaults since 2026-12-05
 # (`JobSpec.fingerprint`), so a spec writing the default of its day keeps its fingerprint.
-_DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 4)
+_DEFAULT_CAPS = (DEFAULT_MAX_STEPS, 3, 4)
 
 
 # What a manifest may record for a decoding setting `JobSpec.continuing` keeps: a check, and what
@@ -162,7 +162,7 @@ _BOOLEAN: tuple[Callable[[Any], bool], str] = (lambda v: isinstance(v, bool), "t
 class Decoding(Strict):
     threshold: float = Field(0.9, gt=0.0, le=1.0, allow_inf_nan=False)
     # At most this many denoising steps per unit, then its open positions are committed
-    # greedily (`engine.commit`); null: no cap. Left out, 3; with `max_tokens_per_step` set
+    # greedily (`engine.commit`); null: no cap. Left out, 2; with `max_tokens_per_step` set
     # (which asks for many small steps), no cap. A resumed job keeps the cap it started with
     # (`JobSpec.continuing`).
     max_steps: int | None = Field(DEFAULT_MAX_STEPS, ge=1)
@@ -325,9 +325,9 @@ class JobSpec(Strict):
         if written and not self.decoding.parallel_continuations:
             payload["parallel_continuations"] = False
         # A left-out cap is written as the null it was before 2026-12-05, and so is a default of
-        # any day since (3, 4), so specs keep their fingerprints across default changes (one
-        # writing 3 before 2026-12-07 excepted). The cap a job decodes with is recorded in its
-        # manifest and kept on resume (`continuing`), which tells these apart.
+        # any day since (2, 3, 4), so specs keep their fingerprints across default changes (one
+        # writing 3, or 2, before it was the default excepted). The cap a job decodes with is
+        # recorded in its manifest and kept on resume (`continuing`), which tells these apart.
         # `max_steps: null`, no cap, differs.
         steps = self.decoding.max_steps
         limited = self.decoding.max_tokens_per_step is not None

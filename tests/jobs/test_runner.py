@@ -281,16 +281,16 @@ def test_usage_errors_exit_2_naming_the_problem(models, tmp_path) -> None:
     assert again.exit_code == 2 and "--resume" in again.output
     foreign = run(docs, "o7", "other", "--resume")
     assert foreign.exit_code == 2 and "another spec" in foreign.output
-    # The job recorded the default step cap (3): resuming with another is refused (`--max-steps
+    # The job recorded the default step cap (2): resuming with another is refused (`--max-steps
     # 0` is no cap), with the same one it resumes.
     uncapped = run(docs, "o7", "job", "--resume", "--max-steps", "0")
-    assert uncapped.exit_code == 2 and "decided with max_steps 3" in uncapped.output
+    assert uncapped.exit_code == 2 and "decided with max_steps 2" in uncapped.output
     four = run(docs, "o7", "job", "--resume", "--max-steps", "4")
     assert (
         four.exit_code == 2
-        and "decided with max_steps 3 (manifest.json), this spec asks 4" in four.output
+        and "decided with max_steps 2 (manifest.json), this spec asks 4" in four.output
     )
-    assert run(docs, "o7", "job", "--resume", "--max-steps", "3").exit_code == 0
+    assert run(docs, "o7", "job", "--resume", "--max-steps", "2").exit_code == 0
     assert read_answers(tmp_path / "o7").height == 3  # nothing committed was lost
     # A job begun under the earlier default (4, as its manifest records) is finished with 4 by a
     # spec that leaves the cap out; its fingerprint is the one the job has.
