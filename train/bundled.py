@@ -28,7 +28,6 @@ import random
 import shutil
 import subprocess
 import zipfile
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -81,15 +80,6 @@ DRILL_WEIGHTS = {
     "eligible": 1.5,
     "refund_eligible": 1.0,
 }
-# Of the questions of the trained domains' rows (synthetic, drills, hand-written): asked in other
-# words, one of `QUESTION_PHRASINGS` (`train/data/question_phrasings.json`, written by hand); and
-# of those rows (drills excepted: a drill asks its question after its inputs): their questions
-# asked in a shuffled order. Every question had one fixed text and order, so the model could
-# answer by recognising them instead of reading them, and questions worded otherwise (the new
-# domains) went unread (twenty-seventh session, docs/bundled-model.md). Drawn only when above 0.
-REPHRASE_SHARE = 0.5
-SHUFFLE_SHARE = 0.5
-QUESTION_PHRASINGS = Path(__file__).resolve().parent / "data" / "question_phrasings.json"
 # of training rows: one window of one block of a ContractNLI NDA (train50's training part), as
 # `decide run` reads long documents (`train.windows`); EVIDENCE_SHARE of those windows hold the
 # gold evidence of one of the block's hypotheses.
@@ -253,8 +243,6 @@ def row_sampler(
     written_share: float = HANDWRITTEN_SHARE,
     optional_share: float = OPTIONAL_SHARE,
     cut_share: float = CUT_SHARE,
-    rephrase_share: float = REPHRASE_SHARE,
-    shuffle_share: float = SHUFFLE_SHARE,
 ):
     """`rows(rng)`: a fresh synthetic document (train templates and entities), or a MAMS train
     review with its eight aspect questions, or (`drill_share` of the synthetic rows) a derived
@@ -264,19 +252,13 @@ def row_sampler(
     rows, when `written` is given) a hand-written training document; `optional_share` of the
     hand-written and synthetic document rows asked as optional questions
     (`handwritten.optional_row`), and `cut_share` of the hand-written rows a document with one
-    fact's sentences cut out (`cut.training_row`); the trained domains' questions reworded and
-    shuffled by `rephrase_share` and `shuffle_share` (`rewording`). `tokenizer` is the trained
-    model's (see `synthetic.Generator`)."""
+    fact's sentences cut out (`cut.training_row`). `tokenizer` is the trained model's (see
+    `synthetic.Generator`)."""
     reviews = mams.load("train")
     cut_documents = cut.cuts(written) if written and cut_share > 0 else []
     generator = synthetic.Generator(tokenizer)
-    reword = rewording(rephrase_share, shuffle_share)
 
     def rows(rng: random.Random) -> tuple[Any, ...]:
-        row = draw(rng)
-        return reword(row, rng) if reword is not None else row
-
-    def draw(rng: random.Random) -> tuple[Any, ...]:
         # Drawn only when windows are trained: without them the draws are the earlier recipe's.
         if windows is not None and rng.random() < windows_share:
             return windows.draw(rng)
@@ -300,48 +282,6 @@ def row_sampler(
         return text, questions, gold
 
     return rows
-
-
-def rewording(
-    rephrase_share: float, shuffle_share: float
-) -> Callable[[tuple[Any, ...], random.Random], tuple[Any, ...]] | None:
-    """`reword(row, rng)` for rows whose questions are all the trained domains' own (by their
-    text; MAMS reviews and ContractNLI windows pass unchanged): each question asked in one of
-    its other wordings (`QUESTION_PHRASINGS`) with probability `rephrase_share`, then the
-    questions of a row that is not a drill shuffled with probability `shuffle_share`. None when
-    both are 0 (no draws: the rows of the recipe before it)."""
-    if rephrase_share <= 0 and shuffle_share <= 0:
-        return None
-    phrasings = json.loads(QUESTION_PHRASINGS.read_text())["phrasings"]
-    own = {
-        q["text"]: f"{domain}/{q['id']}"
-        for domain, questions in (
-            ("claims", synthetic.CLAIM_QUESTIONS),
-            ("loans", synthetic.LOAN_QUESTIONS),
-            ("tickets", synthetic.TICKET_QUESTIONS),
-        )
-        for q in questions
-    }
-    missing = sorted(set(own.values()) - set(phrasings))
-    if missing:
-        raise ValueError(f"{QUESTION_PHRASINGS}: no other wordings of {', '.join(missing)}")
-
-    def reword(row: tuple[Any, ...], rng: random.Random) -> tuple[Any, ...]:
-        questions = row[1] if len(row) >= 3 else None
-        if not isinstance(questions, list) or not questions:
-            return row
-        if not all(isinstance(q, dict) and q.get("text") in own for q in questions):
-            return row
-        asked = []
-        for q in questions:
-            if rng.random() < rephrase_share:
-                q = {**q, "text": rng.choice(phrasings[own[q["text"]]])}
-            asked.append(q)
-        if len(row) == 3 and rng.random() < shuffle_share:  # a drill (4 items) keeps its order
-            rng.shuffle(asked)
-        return (row[0], asked, *row[2:])
-
-    return reword
 
 
 def contractnli_ranker() -> EvidenceRanker:
@@ -494,8 +434,6 @@ def build(
             "handwritten_cut": cut_share,
             "mams_of_the_rest": MAMS_SHARE,
             "drills_of_synthetic": DRILL_SHARE,
-            "questions_reworded": REPHRASE_SHARE,
-            "questions_shuffled": SHUFFLE_SHARE,
         },
         "data": {
             "handwritten_train_documents": by_domain,
