@@ -25,9 +25,9 @@ until its longest answer is done, finished rows leave the cache). decide runs at
 (the in-block cache: steps recompute only the open positions and those committed to a value's
 token; `grow_slots`: open-ended slots laid out with 8 positions, grown when a value fills them;
 `max_steps: 2`: at most 2 steps per block, then the rest committed greedily from the last
-forward's logits; 4 from 2026-12-05, 3 on 2026-12-07 until the evening), and with one default changed at a time: every
-slot whole (`grow_slots: false`, the default before 2026-12-05), no step cap (`max_steps: null`,
-the default until the sixth session of 2026-12-05), recomputing the whole block at every step
+forward's logits; 4 from 2026-12-05, 3 on 2026-12-07 until the evening), and with one default
+changed at a time: every slot whole (`grow_slots: false`, the default before 2026-12-05), no
+step cap (`max_steps: null`, the default until the sixth session of 2026-12-05), recomputing the whole block at every step
 (each run's objects are compared with that run's); `--max-steps N ...` adds runs at the defaults with
 `decoding.max_steps` N. The floor and the objects the loop writes are those of the defaults. The
 floor is one batched forward per document over its prompt and every block's skeleton in the
